@@ -1,0 +1,3 @@
+from shadow.cli import main
+
+main()

@@ -1,0 +1,96 @@
+"""The ``shadow`` command line: a thin layer over the library.
+
+Subcommands live next to the code they drive and are imported lazily, so ``shadow --help`` stays
+fast and a subcommand's heavy imports (matplotlib, ray) load only when it runs:
+
+====================  =====================================
+``shadow convert``    :mod:`shadow.trace.commands`
+``shadow stat``       :mod:`shadow.trace.commands`
+``shadow simulate``   :mod:`shadow.sim.commands`
+``shadow sweep``      :mod:`shadow.sweep.commands`
+``shadow plot``       :mod:`shadow.sweep.commands`
+====================  =====================================
+
+Bad input raises :class:`shadow.errors.ShadowError`; :func:`main` prints it as one line and
+exits with status 2.  No traceback reaches the user for bad input.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+
+import click
+
+from shadow import __version__
+from shadow.errors import ShadowError
+
+COMMANDS: dict[str, str] = {
+    "convert": "shadow.trace.commands:convert",
+    "stat": "shadow.trace.commands:stat",
+    "simulate": "shadow.sim.commands:simulate",
+    "sweep": "shadow.sweep.commands:sweep",
+    "plot": "shadow.sweep.commands:plot",
+}
+
+
+class LazyGroup(click.Group):
+    """A click group whose subcommands are imported on first use."""
+
+    def __init__(self, *args, lazy: dict[str, str], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = lazy
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(self.lazy))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.lazy:
+            module, attr = self.lazy[name].split(":")
+            try:
+                return getattr(importlib.import_module(module), attr)
+            except ModuleNotFoundError as exc:
+                if exc.name and exc.name.startswith(module.rsplit(".", 1)[0]):
+                    return None  # that room is not built yet
+                raise
+        return super().get_command(ctx, name)
+
+
+@click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="shadow")
+@click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
+def cli(verbose: int) -> None:
+    """Shadow simulator for LLM prefix (KV block) caches: record, simulate, validate."""
+    level = logging.WARNING - 10 * min(verbose, 2)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+
+
+def run_cli(command: click.Command, args: list[str] | None = None, prog: str = "shadow") -> None:
+    """Run a click command, turning ShadowError into a one-line message and exit status 2."""
+    try:
+        command.main(args=args, prog_name=prog, standalone_mode=False)
+    except ShadowError as exc:
+        click.echo(f"{prog}: error: {exc}", err=True)
+        sys.exit(2)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(0)
+
+
+def main(args: list[str] | None = None) -> None:
+    run_cli(cli, args, "shadow")
+
+
+if __name__ == "__main__":
+    main()

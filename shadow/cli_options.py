@@ -1,0 +1,57 @@
+"""Shared click option decorators and parsers (sizes, comma lists), used by every subcommand."""
+
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+import click
+
+from shadow.errors import ShadowError
+
+_SIZE_RE = re.compile(r"^\s*(\d+)\s*([kKmMgG]?)\s*$")
+_SUFFIX = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+
+
+def parse_size(text: str, *, what: str = "cache size") -> int:
+    """Parse ``8192``, ``8k``, ``2M``, ``1g`` (k/m/g multiply by 1024) into a positive int."""
+    m = _SIZE_RE.match(text)
+    if not m:
+        raise ShadowError(f"bad {what} {text!r}: expected an integer with an optional k/m/g suffix")
+    value = int(m.group(1)) * _SUFFIX[m.group(2).lower()]
+    if value <= 0:
+        raise ShadowError(f"bad {what} {text!r}: must be positive")
+    return value
+
+
+def parse_size_list(text: str, *, what: str = "cache size") -> list[int]:
+    """Parse a comma list of sizes: ``8k,32k,128k``."""
+    parts = [p for p in text.split(",") if p.strip()]
+    if not parts:
+        raise ShadowError(f"empty {what} list")
+    return [parse_size(p, what=what) for p in parts]
+
+
+def parse_name_list(text: str) -> list[str]:
+    return [p.strip() for p in text.split(",") if p.strip()]
+
+
+def trace_option(required: bool = False) -> Callable:
+    return click.option(
+        "--trace", "-t", "trace", type=click.Path(dir_okay=False), required=required,
+        help="Trace file: .lcp, .lcp.zst, or JSONL (told apart by content).",
+    )
+
+
+def allow_truncated_option() -> Callable:
+    return click.option(
+        "--allow-truncated", is_flag=True,
+        help="Read the complete requests of a truncated or damaged lcp file and stop there.",
+    )
+
+
+def block_id_option() -> Callable:
+    return click.option(
+        "--block-id", type=click.Choice(["prefix", "raw"]), default="prefix", show_default=True,
+        help="JSONL only: intern (parent id, raw id) pairs (prefix), or use raw ids as they are.",
+    )
