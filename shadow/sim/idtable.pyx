@@ -1,0 +1,64 @@
+# cython: language_level=3
+"""Allocation helpers for :c:type:`IdMap` and the :class:`IdTable` wrapper (see idtable.pxd)."""
+
+from libc.stdlib cimport calloc, free
+from libc.string cimport memset
+
+
+cdef int idmap_init(IdMap* m, int64_t capacity) except -1 nogil:
+    cdef uint64_t size = <uint64_t>(2 * capacity if capacity > 8 else 16)
+    m.keys = <int64_t*>calloc(size, sizeof(int64_t))
+    m.vals = <int32_t*>calloc(size, sizeof(int32_t))
+    m.size = size
+    m.n = 0
+    if m.keys == NULL or m.vals == NULL:
+        free(m.keys)
+        free(m.vals)
+        m.keys = NULL
+        m.vals = NULL
+        with gil:
+            raise MemoryError(f"cannot allocate an id table for {capacity} ids")
+    return 0
+
+
+cdef void idmap_free(IdMap* m) noexcept nogil:
+    free(m.keys)
+    free(m.vals)
+    m.keys = NULL
+    m.vals = NULL
+    m.n = 0
+
+
+cdef void idmap_clear(IdMap* m) noexcept nogil:
+    memset(m.keys, 0, m.size * sizeof(int64_t))
+    m.n = 0
+
+
+cdef class IdTable:
+    def __cinit__(self, int64_t capacity, *args, **kwargs):
+        if capacity <= 0:
+            raise ValueError("IdTable capacity must be positive")
+        if capacity >= (1 << 31) - 1:
+            raise ValueError("IdTable capacity must be below 2**31")
+        self.capacity = capacity
+        idmap_init(&self.m, capacity)
+
+    def __dealloc__(self):
+        idmap_free(&self.m)
+
+    def __len__(self) -> int:
+        return self.m.n
+
+    def py_get(self, key: int) -> int:
+        """Python-level lookup (tests)."""
+        return idmap_get(&self.m, key)
+
+    def py_put(self, key: int, val: int) -> None:
+        if key == 0:
+            raise ValueError("id 0 is reserved")
+        if idmap_get(&self.m, key) < 0 and self.m.n >= self.capacity:
+            raise OverflowError("IdTable is full")
+        idmap_put(&self.m, key, val)
+
+    def py_delete(self, key: int) -> bool:
+        return idmap_del(&self.m, key)

@@ -1,0 +1,498 @@
+# cython: language_level=3
+"""The serve loop: one (policy, capacity) cache stepped over requests, no Python object per block.
+
+Per request (see docs/sim.md and PrefixSim's design; ``--no-pin`` gives the older, unpinned loop):
+
+0. **skip**: more distinct blocks (plus anonymous slots) than the cache can hold -> counted, untouched.
+1. **match** (read-only; every statistic comes from here): each block probed in prefix order; a
+   block resident after an earlier miss still counts (gap-spanning hit); the prefix counters stop
+   at the first miss; misses de-duplicated for allocation; runs of misses are holes.  With
+   pinning, each hit block's pin count goes up so a pin-honouring policy will not evict it.
+2. **allocate**: evict exactly ``missing - free`` blocks; a victim the request needs is a
+   self-eviction and is not progress.
+3. ``on_request`` (PrefixSim's record_request), then **access**: deepest block first by default,
+   one ``get`` each (vtime +1 per get, one recency stamp per request); an eviction here is
+   ``n_unexpected_eviction``.
+4. **verify**: every block resident; a failure stops this cache (``failed``).
+5. unpin; release the request's blocks tail first (``on_release``) for a policy that wants it, or
+   (live admission) keep everything pinned until :meth:`CacheRun.release`.
+
+Invariant after each request: ``policy.n_resident + reserved <= policy.capacity``.
+"""
+
+from libc.stdint cimport int64_t, int32_t, uint32_t, uint8_t, uint64_t
+from libc.stdlib cimport malloc, calloc, free
+from libc.stdio cimport FILE, fopen, fclose, fprintf, fflush
+
+from shadow.sim.policy cimport Policy, Access, RequestCtx
+
+import logging
+
+log = logging.getLogger(__name__)
+
+cdef enum:
+    FAIL_NONE = 0
+    FAIL_VERIFY = 1
+    FAIL_STUCK = 2
+    FAIL_UNEXPECTED_STUCK = 3
+
+FAIL_MESSAGES = {
+    1: "verify failed: block {block} of request {req} is not resident after its access phase",
+    2: "the policy could not evict while making room for request {req} (every candidate refused)",
+    3: "the policy could not evict during the access phase of request {req}",
+}
+
+
+cdef inline int64_t _bsearch(const int64_t* a, int64_t n, int64_t key) noexcept nogil:
+    cdef int64_t lo = 0, hi = n, mid
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if a[mid] < key:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo < n and a[lo] == key
+
+
+cdef class CacheRun:
+    """One simulated cache: a policy instance, the loop's options and its statistics."""
+
+    cdef readonly Policy policy
+    cdef readonly bint pin
+    cdef readonly bint deepest_first
+    cdef readonly bint verify
+    # statistics (match phase)
+    cdef readonly int64_t n_req, n_req_skipped, n_blocks, n_hits, n_prefix_hits
+    cdef readonly double total_cost, saved_cost, prefix_saved_cost
+    cdef readonly int64_t n_eviction, n_self_eviction, n_unexpected_eviction
+    cdef readonly int64_t n_holes, hole_len_sum, max_hole_len
+    cdef readonly int64_t vtime
+    cdef readonly int64_t reserved
+    # last served request (live API)
+    cdef readonly int64_t last_hits, last_prefix_hits, last_blocks
+    cdef readonly double last_saved, last_prefix_saved, last_cost
+    # skip warning / failure
+    cdef readonly int64_t first_skip_req, first_skip_distinct
+    cdef readonly int failed
+    cdef readonly int64_t failed_req, failed_block
+    # scratch
+    cdef int64_t* slots
+    cdef int64_t* evbuf
+    cdef int64_t scratch_cap
+    cdef int64_t* skeys
+    cdef uint32_t* sgen
+    cdef uint8_t* smark
+    cdef uint64_t smask
+    cdef uint32_t gen
+    cdef FILE* holes
+
+    def __cinit__(self, Policy policy, bint pin=True, str replay_order="deepest-first", bint verify=True):
+        if replay_order not in ("deepest-first", "prefix-order"):
+            raise ValueError(f"bad replay order {replay_order!r}")
+        self.policy = policy
+        self.pin = pin
+        policy.pin_enabled = pin
+        self.deepest_first = replay_order == "deepest-first"
+        self.verify = verify
+        self.first_skip_req = -1
+        self.failed_req = -1
+        self.scratch_cap = 0
+        self.holes = NULL
+        self.reserve(1024)
+
+    def __dealloc__(self):
+        free(self.slots)
+        free(self.evbuf)
+        free(self.skeys)
+        free(self.sgen)
+        free(self.smark)
+        if self.holes != NULL:
+            fclose(self.holes)
+
+    def reserve(self, int64_t n_blocks):
+        """Make the per-request scratch arrays hold a request of ``n_blocks`` (plus anonymous) blocks."""
+        cdef uint64_t size = 16
+        if n_blocks <= self.scratch_cap:
+            return
+        n_blocks = max(n_blocks, 2 * self.scratch_cap)
+        free(self.slots)
+        free(self.evbuf)
+        free(self.skeys)
+        free(self.sgen)
+        free(self.smark)
+        while size < <uint64_t>(2 * n_blocks):
+            size <<= 1
+        self.slots = <int64_t*>malloc(n_blocks * sizeof(int64_t))
+        self.evbuf = <int64_t*>malloc(n_blocks * sizeof(int64_t))
+        self.skeys = <int64_t*>calloc(size, sizeof(int64_t))
+        self.sgen = <uint32_t*>calloc(size, sizeof(uint32_t))
+        self.smark = <uint8_t*>calloc(size, sizeof(uint8_t))
+        if (self.slots == NULL or self.evbuf == NULL or self.skeys == NULL or self.sgen == NULL
+                or self.smark == NULL):
+            raise MemoryError(f"cannot allocate scratch space for {n_blocks} blocks")
+        self.smask = size - 1
+        self.gen = 1
+        self.scratch_cap = n_blocks
+
+    def open_holes(self, path: str) -> None:
+        """Write PrefixSim's per-request hole lines to ``path`` (the caller renames it when done)."""
+        self.close_holes()
+        self.holes = fopen(path.encode(), b"w")
+        if self.holes == NULL:
+            raise OSError(f"cannot open {path} for writing")
+
+    def close_holes(self) -> None:
+        if self.holes != NULL:
+            fclose(self.holes)
+            self.holes = NULL
+
+    # ---- scratch set: the request's distinct ids (generation-stamped, never cleared) ----
+
+    cdef inline uint64_t _sslot(self, int64_t key) noexcept nogil:
+        cdef uint64_t i = ((<uint64_t>key) * <uint64_t>0x9E3779B97F4A7C15ULL) >> 20
+        i &= self.smask
+        while self.sgen[i] == self.gen and self.skeys[i] != key:
+            i = (i + 1) & self.smask
+        return i
+
+    cdef inline bint _sadd(self, int64_t key) noexcept nogil:
+        """Add ``key``; True if it was new in this request."""
+        cdef uint64_t i = self._sslot(key)
+        if self.sgen[i] == self.gen:
+            return False
+        self.sgen[i] = self.gen
+        self.skeys[i] = key
+        self.smark[i] = 0
+        return True
+
+    cdef inline void _snew_gen(self) noexcept nogil:
+        cdef uint64_t i
+        self.gen += 1
+        if self.gen == 0:
+            for i in range(self.smask + 1):
+                self.sgen[i] = 0
+            self.gen = 1
+
+    # ---- one request ----
+
+    cdef int serve(self, const int64_t* ids, int64_t B, const int64_t* nxt, const double* cexact,
+                   const int64_t* cint, double ts, int64_t req_index, int64_t n_match,
+                   int64_t n_anonymous, bint hold) noexcept nogil:
+        """Serve one request; 0 served, 1 skipped, -1 failed (see ``failed``).
+
+        ``n_match`` blocks (a prefix of ``ids``) are looked up for statistics; all ``B`` are
+        allocated and accessed.  ``hold`` keeps every block pinned (and ``n_anonymous`` slots
+        reserved) until :meth:`release`; otherwise pins drop and blocks are released at the end.
+        """
+        cdef int64_t i, j, k, slot, bid, n_distinct, n_missing = 0, first_miss = -1
+        cdef int64_t cap_eff, needed, progress, victim, hole_start = -1, hole_len
+        cdef bint sorted_unique = True, in_prefix = True, in_alpha
+        cdef int64_t hits = 0, phits = 0
+        cdef double cost_all = 0.0, saved = 0.0, psaved = 0.0
+        cdef uint64_t si
+        cdef Access acc
+        cdef RequestCtx ctx
+        cdef int64_t V0, step
+        cdef int32_t* pins = self.policy.pins
+        cdef int64_t* sids = self.policy.slot_ids
+
+        if self.failed:
+            return -1
+        # 0. skip check on the distinct count
+        for i in range(1, B):
+            if ids[i] <= ids[i - 1]:
+                sorted_unique = False
+                break
+        if sorted_unique:
+            n_distinct = B
+        else:
+            self._snew_gen()
+            n_distinct = 0
+            for i in range(B):
+                if self._sadd(ids[i]):
+                    n_distinct += 1
+        cap_eff = self.policy.capacity - self.reserved
+        if n_distinct + n_anonymous > cap_eff:
+            self.n_req_skipped += 1
+            if self.first_skip_req < 0:
+                self.first_skip_req = req_index
+                self.first_skip_distinct = n_distinct
+            return 1
+        self.n_req += 1
+
+        # 1. match
+        for i in range(B):
+            bid = ids[i]
+            slot = self.policy.find(bid)
+            self.slots[i] = slot
+            if slot >= 0:
+                if self.pin:
+                    pins[slot] += 1
+                if i < n_match:
+                    hits += 1
+                    saved += cexact[i]
+                    if in_prefix:
+                        phits += 1
+                        psaved += cexact[i]
+                    if hole_start >= 0:
+                        self._hole(hole_start, i - hole_start)
+                        hole_start = -1
+            else:
+                if first_miss < 0:
+                    first_miss = i
+                if sorted_unique:
+                    n_missing += 1
+                else:
+                    si = self._sslot(bid)
+                    if self.smark[si] == 0:
+                        self.smark[si] = 1
+                        n_missing += 1
+                if i < n_match:
+                    in_prefix = False
+                    if hole_start < 0:
+                        hole_start = i
+            if i < n_match:
+                cost_all += cexact[i]
+        if hole_start >= 0:
+            self._hole(hole_start, min(B, n_match) - hole_start)
+        if self.holes != NULL:
+            self._dump_holes(req_index, min(B, n_match))
+        k = min(B, n_match)
+        self.n_blocks += k
+        self.n_hits += hits
+        self.n_prefix_hits += phits
+        self.total_cost += cost_all
+        self.saved_cost += saved
+        self.prefix_saved_cost += psaved
+        self.last_blocks = k
+        self.last_hits = hits
+        self.last_prefix_hits = phits
+        self.last_cost = cost_all
+        self.last_saved = saved
+        self.last_prefix_saved = psaved
+
+        # 2. allocate
+        V0 = self.vtime
+        needed = n_missing + n_anonymous - (cap_eff - self.policy.n_resident)
+        if needed > 0:
+            if first_miss >= 0:
+                acc.block_id = ids[first_miss]
+                acc.cost = cint[first_miss]
+                acc.cost_exact = cexact[first_miss]
+                acc.next_access = nxt[first_miss]
+                acc.position = first_miss
+            else:
+                acc.block_id = 0
+                acc.cost = 0
+                acc.cost_exact = 0.0
+                acc.next_access = -1
+                acc.position = -1
+            acc.vtime = V0
+            acc.req_vtime = V0 + B
+            progress = 0
+            while progress < needed:
+                k = self.policy.evict_n(&acc, needed - progress, self.evbuf)
+                if k <= 0:
+                    self._fail(FAIL_STUCK, req_index, 0)
+                    self._unpin_match(ids, B)
+                    return -1
+                for j in range(k):
+                    victim = self.evbuf[j]
+                    self.n_eviction += 1
+                    if sorted_unique:
+                        in_alpha = _bsearch(ids, B, victim)
+                    else:
+                        si = self._sslot(victim)
+                        in_alpha = self.sgen[si] == self.gen
+                    if in_alpha:
+                        self.n_self_eviction += 1
+                    else:
+                        progress += 1
+
+        # 3. access
+        ctx.block_ids = ids
+        ctx.n_blocks = B
+        ctx.timestamp_s = ts
+        ctx.req_vtime = V0 + B
+        ctx.vtime = V0
+        self.policy.on_request(&ctx)
+        acc.req_vtime = V0 + B
+        if self.deepest_first:
+            i = B - 1
+            step = -1
+        else:
+            i = 0
+            step = 1
+        for j in range(B):
+            bid = ids[i]
+            self.vtime += 1
+            acc.block_id = bid
+            acc.cost = cint[i]
+            acc.cost_exact = cexact[i]
+            acc.next_access = nxt[i]
+            acc.vtime = self.vtime
+            acc.position = i
+            slot = self.slots[i]
+            if slot < 0 or sids[slot] != bid:
+                slot = self.policy.find(bid)
+            if slot >= 0:
+                self.policy.hit(slot, &acc)
+            else:
+                if self.policy.n_resident + self.reserved + n_anonymous >= self.policy.capacity:
+                    victim = self.policy.evict(&acc)
+                    if victim == 0:
+                        self._fail(FAIL_UNEXPECTED_STUCK, req_index, bid)
+                        self._unpin_match(ids, B)
+                        return -1
+                    self.n_unexpected_eviction += 1
+                slot = self.policy.insert(&acc)
+                self.slots[i] = slot
+            i += step
+
+        # 4. verify
+        if self.verify:
+            for i in range(B):
+                slot = self.slots[i]
+                if slot < 0 or sids[slot] != ids[i]:
+                    slot = self.policy.find(ids[i])
+                    if slot < 0:
+                        self._fail(FAIL_VERIFY, req_index, ids[i])
+                        self._unpin_match(ids, B)
+                        return -1
+                    self.slots[i] = slot
+
+        # 5. unpin / hold / release
+        self._unpin_match(ids, B)
+        if hold:
+            for i in range(B):
+                slot = self.slots[i]
+                if slot >= 0 and sids[slot] == ids[i]:
+                    pins[slot] += 1
+            self.reserved += n_anonymous
+        elif self.policy.wants_release:
+            for i in range(B - 1, -1, -1):
+                slot = self.slots[i]
+                if slot >= 0 and sids[slot] == ids[i]:
+                    self.policy.on_release(slot)
+        return 0
+
+    cdef inline void _unpin_match(self, const int64_t* ids, int64_t B) noexcept nogil:
+        """Drop the match-phase pins (a pinned block evicted meanwhile had its count reset)."""
+        cdef int64_t i, slot
+        cdef int32_t* pins = self.policy.pins
+        cdef int64_t* sids = self.policy.slot_ids
+        if not self.pin:
+            return
+        # NOTE: only slots that were hits in match carry a match pin; ``slots`` was overwritten in
+        # the access phase for misses only, so a hit slot is still the slot it was pinned in.
+        for i in range(B):
+            slot = self.slots[i]
+            if slot >= 0 and sids[slot] == ids[i] and pins[slot] > 0:
+                pins[slot] -= 1
+
+    cdef inline void _hole(self, int64_t start, int64_t length) noexcept nogil:
+        self.n_holes += 1
+        self.hole_len_sum += length
+        if length > self.max_hole_len:
+            self.max_hole_len = length
+
+    cdef void _dump_holes(self, int64_t req_index, int64_t n) noexcept nogil:
+        cdef int64_t i = 0, start
+        fprintf(self.holes, b"Request %lld:", <long long>req_index)
+        while i < n:
+            if self.slots[i] < 0:
+                start = i
+                while i < n and self.slots[i] < 0:
+                    i += 1
+                fprintf(self.holes, b" (idx: %lld, len: %lld)", <long long>start, <long long>(i - start))
+            else:
+                i += 1
+        fprintf(self.holes, b"\n")
+
+    cdef inline void _fail(self, int kind, int64_t req_index, int64_t block) noexcept nogil:
+        self.failed = kind
+        self.failed_req = req_index
+        self.failed_block = block
+
+    # ---- Python entry points ----
+
+    def serve_batch(self, const int64_t[::1] offsets, const int64_t[::1] block_ids,
+                    const int64_t[::1] next_access, const double[::1] timestamps,
+                    const double[::1] cost_exact, const int64_t[::1] cost_int,
+                    int64_t first_request) -> int:
+        """Serve every request of a batch with the GIL released; returns how many were served."""
+        cdef int64_t n = offsets.shape[0] - 1, r, a, b, served = 0
+        cdef int rc
+        if n <= 0:
+            return 0
+        with nogil:
+            for r in range(n):
+                a = offsets[r]
+                b = offsets[r + 1]
+                rc = self.serve(&block_ids[a] if b > a else NULL, b - a, &next_access[a] if b > a else NULL,
+                                &cost_exact[0], &cost_int[0], timestamps[r], first_request + r,
+                                b - a, 0, False)
+                if rc == 0:
+                    served += 1
+                elif rc < 0:
+                    break
+        return served
+
+    def admit(self, const int64_t[::1] block_ids, const int64_t[::1] next_access, int64_t n_match,
+              int64_t n_anonymous, double timestamp_s, const double[::1] cost_exact,
+              const int64_t[::1] cost_int, int64_t req_index) -> int:
+        """Live admission: serve and keep the blocks pinned (and anonymous slots reserved)."""
+        cdef int64_t B = block_ids.shape[0]
+        cdef int rc
+        self.reserve(B + n_anonymous + 1)
+        with nogil:
+            rc = self.serve(&block_ids[0] if B > 0 else NULL, B, &next_access[0] if B > 0 else NULL,
+                            &cost_exact[0], &cost_int[0], timestamp_s, req_index,
+                            min(n_match, B), n_anonymous, True)
+        return rc
+
+    def release(self, const int64_t[::1] block_ids, const int64_t[::1] extra_ids,
+                const double[::1] cost_exact, const int64_t[::1] cost_int, int64_t n_anonymous) -> None:
+        """Live release: insert ``extra_ids`` (generated blocks), then unpin tail first."""
+        cdef Policy p = self.policy
+        cdef int64_t B = block_ids.shape[0], E = extra_ids.shape[0], i, slot, bid, pos, victim
+        cdef Access acc
+        self.reserved -= n_anonymous
+        if self.reserved < 0:
+            self.reserved = 0
+        with nogil:
+            for i in range(E):
+                bid = extra_ids[i]
+                pos = B + i
+                self.vtime += 1
+                acc.block_id = bid
+                acc.cost = cost_int[pos]
+                acc.cost_exact = cost_exact[pos]
+                acc.next_access = -1
+                acc.vtime = self.vtime
+                acc.req_vtime = self.vtime
+                acc.position = pos
+                slot = p.find(bid)
+                if slot >= 0:
+                    p.hit(slot, &acc)
+                else:
+                    if p.n_resident + self.reserved >= p.capacity:
+                        victim = p.evict(&acc)
+                        if victim == 0:
+                            continue
+                        self.n_eviction += 1
+                    p.insert(&acc)
+            # NOTE: tail first, like vLLM's free_blocks(reversed(req_blocks)): the generated
+            # blocks are the deepest, then the prompt from its last block to its root.
+            if p.wants_release:
+                for i in range(E - 1, -1, -1):
+                    slot = p.find(extra_ids[i])
+                    if slot >= 0:
+                        p.on_release(slot)
+            for i in range(B - 1, -1, -1):
+                slot = p.find(block_ids[i])
+                if slot >= 0:
+                    if p.pins[slot] > 0:
+                        p.pins[slot] -= 1
+                    if p.wants_release:
+                        p.on_release(slot)

@@ -1,0 +1,83 @@
+"""Policy parameters as libCacheSim-style ``k=v,k=v`` strings, checked against a policy's DEFAULTS.
+
+A policy module declares ``DEFAULTS = "small-size-ratio=0.10,move-to-main-threshold=2"``; the type
+of each default (int, float, bool ``true/false``, else str) is the type a user value must parse as.
+"""
+
+from __future__ import annotations
+
+from shadow.errors import ShadowError
+
+ParamValue = int | float | bool | str
+
+
+def _split(text: str, *, where: str) -> list[tuple[str, str]]:
+    pairs = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "=" not in part:
+            raise ShadowError(f"{where}: bad parameter {part!r}: expected key=value")
+        key, value = part.split("=", 1)
+        key, value = key.strip(), value.strip()
+        if not key:
+            raise ShadowError(f"{where}: bad parameter {part!r}: empty key")
+        pairs.append((key, value))
+    return pairs
+
+
+def _infer(value: str) -> ParamValue:
+    low = value.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    try:
+        return int(value)
+    except ValueError:
+        pass
+    try:
+        return float(value)
+    except ValueError:
+        return value
+
+
+def _coerce(key: str, value: str, default: ParamValue, *, where: str) -> ParamValue:
+    try:
+        if isinstance(default, bool):
+            low = value.lower()
+            if low in ("true", "1", "yes", "on"):
+                return True
+            if low in ("false", "0", "no", "off"):
+                return False
+            raise ValueError
+        if isinstance(default, int):
+            return int(value)
+        if isinstance(default, float):
+            out = float(value)
+            if out != out:
+                raise ValueError
+            return out
+    except ValueError:
+        kind = type(default).__name__
+        raise ShadowError(f"{where}: bad value {value!r} for {key}: expected {kind}") from None
+    return value
+
+
+def parse_defaults(defaults: str) -> dict[str, ParamValue]:
+    """The typed defaults of a policy (``DEFAULTS`` string)."""
+    return {k: _infer(v) for k, v in _split(defaults, where="DEFAULTS")}
+
+
+def parse_params(text: str | None, defaults: str, *, where: str = "parameters") -> dict[str, ParamValue]:
+    """Parse ``text`` over ``defaults``: unknown keys and badly typed values raise ShadowError."""
+    out = parse_defaults(defaults)
+    for key, value in _split(text or "", where=where):
+        if key not in out:
+            known = ", ".join(sorted(out)) or "none"
+            raise ShadowError(f"{where}: unknown parameter {key!r} (known: {known})")
+        out[key] = _coerce(key, value, out[key], where=where)
+    return out
+
+
+def format_params(params: dict[str, ParamValue]) -> str:
+    return ",".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in params.items())

@@ -1,0 +1,102 @@
+# cython: language_level=3
+"""The eviction-policy interface every ``shadow/sim/policies/<name>.pyx`` implements.
+
+The base :class:`Policy` owns what every policy needs and the serve loop reads directly:
+
+* ``capacity`` slots ``0 .. capacity-1``; ``n_resident`` of them hold a block;
+* ``table``: block id -> slot for exactly the **resident** blocks (ghost entries never live here;
+  a policy keeps ghosts in its own :class:`~shadow.sim.idtable.IdTable`);
+* ``slot_ids[slot]``: the block id held by the slot, 0 when the slot is free;
+* ``pins[slot]``: how many in-flight requests pin the block (0 when the slot is free);
+* a free-slot stack.
+
+Invariant: ``table`` maps id -> slot iff ``slot_ids[slot] == id != 0``; ``n_resident`` is the
+number of such slots and never exceeds ``capacity``.  Only :meth:`_take_slot` and
+:meth:`_drop_slot` change that set, so a subclass calls them from ``insert`` and from
+``evict``/``remove``, and keeps its own order structures in per-slot arrays of its own.
+
+Calls the serve loop makes (all ``noexcept nogil``; nothing here may raise or touch Python):
+
+* ``find(id) -> slot | -1``: read-only, final (answers from ``table``).
+* ``hit(slot, acc)``: a ``get`` that found the block.
+* ``insert(acc) -> slot``: a ``get`` that missed; a free slot is guaranteed by the loop.
+* ``evict(acc) -> victim id``: remove exactly one resident block.  A pin-honouring policy skips
+  slots with ``pins > 0`` while an unpinned candidate exists and takes its ordinary candidate
+  otherwise (best effort).  Returns 0 only if nothing at all can be evicted.
+* ``evict_n(acc, n, out) -> count``: up to ``n`` evictions, victim ids written to ``out``;
+  the default loops over ``evict``.
+* ``remove(slot)``: drop a resident block outside eviction (live API); default drops the slot
+  only, so a policy with order structures overrides it.
+* ``on_request(ctx)``: once per served request, after allocation and before the access phase
+  (PrefixSim's ``record_request``; ``set_request_ctx``'s timestamp rides along).
+* ``on_release(slot)``: the request that accessed the block released it (tail first); only
+  called when ``wants_release`` is set (the ``vllm`` policy).
+"""
+
+from libc.stdint cimport int64_t, int32_t
+
+from shadow.sim.idtable cimport IdMap, idmap_get, idmap_put, idmap_del
+
+
+cdef struct Access:
+    int64_t block_id
+    int64_t cost           # llround(cost_exact): what libCacheSim-style policies see
+    double cost_exact      # the cost model's exact value (statistics use this)
+    int64_t next_access    # absolute 1-based vtime of the next access to this id, -1 never
+    int64_t vtime          # libCacheSim's n_req: +1 per get, counted before the get
+    int64_t req_vtime      # per-request recency stamp: vtime before the request + its block count
+    int64_t position       # 0-based block position in its request
+
+
+cdef struct RequestCtx:
+    const int64_t* block_ids    # the request's block ids in prefix order
+    int64_t n_blocks
+    double timestamp_s          # arrival time in seconds (double; -1 when unknown)
+    int64_t req_vtime           # same as Access.req_vtime of this request's gets
+    int64_t vtime               # n_req before the request's first get
+
+
+cdef class Policy:
+    cdef readonly int64_t capacity
+    cdef readonly int64_t n_resident
+    cdef IdMap table
+    cdef int64_t* slot_ids
+    cdef int32_t* pins
+    cdef int32_t* free_stack
+    cdef int64_t n_free
+    cdef public bint pin_enabled      # set by the loop; informational for policies
+    cdef public bint wants_release    # call on_release (set by a policy that uses it)
+
+    cdef inline int64_t find(self, int64_t block_id) noexcept nogil:
+        return idmap_get(&self.table, block_id)
+
+    cdef inline int64_t _take_slot(self, int64_t block_id) noexcept nogil:
+        """Register ``block_id`` in a free slot and return the slot (the caller ensured one)."""
+        cdef int64_t slot
+        self.n_free -= 1
+        slot = self.free_stack[self.n_free]
+        self.slot_ids[slot] = block_id
+        self.pins[slot] = 0
+        idmap_put(&self.table, block_id, <int32_t>slot)
+        self.n_resident += 1
+        return slot
+
+    cdef inline int64_t _drop_slot(self, int64_t slot) noexcept nogil:
+        """Unregister the block in ``slot``, free the slot, return the block id."""
+        cdef int64_t block_id = self.slot_ids[slot]
+        idmap_del(&self.table, block_id)
+        self.slot_ids[slot] = 0
+        self.pins[slot] = 0
+        self.free_stack[self.n_free] = <int32_t>slot
+        self.n_free += 1
+        self.n_resident -= 1
+        return block_id
+
+    cdef void hit(self, int64_t slot, const Access* acc) noexcept nogil
+    cdef int64_t insert(self, const Access* acc) noexcept nogil
+    cdef int64_t evict(self, const Access* acc) noexcept nogil
+    cdef int64_t evict_n(self, const Access* acc, int64_t n, int64_t* out) noexcept nogil
+    cdef void remove(self, int64_t slot) noexcept nogil
+    cdef void on_request(self, const RequestCtx* ctx) noexcept nogil
+    cdef void on_release(self, int64_t slot) noexcept nogil
+

@@ -1,0 +1,123 @@
+# cython: language_level=3
+"""Base class of every eviction policy; see policy.pxd for the interface and its invariant."""
+
+from libc.stdlib cimport malloc, calloc, free
+
+from shadow.sim.idtable cimport idmap_init, idmap_free
+
+
+cdef class Policy:
+    """Slots, the resident id table, pins and the free-slot stack (see policy.pxd).
+
+    Subclasses get the same constructor arguments; ``capacity`` is always the first.
+    """
+
+    def __cinit__(self, int64_t capacity, *args, **kwargs):
+        cdef int64_t i
+        if capacity <= 0:
+            raise ValueError(f"cache capacity must be positive, got {capacity}")
+        if capacity >= (1 << 31) - 1:
+            raise ValueError(f"cache capacity {capacity} is too large (at most 2**31 - 2 slots)")
+        self.capacity = capacity
+        self.n_resident = 0
+        self.pin_enabled = True
+        self.wants_release = False
+        idmap_init(&self.table, capacity)
+        self.slot_ids = <int64_t*>calloc(capacity, sizeof(int64_t))
+        self.pins = <int32_t*>calloc(capacity, sizeof(int32_t))
+        self.free_stack = <int32_t*>malloc(capacity * sizeof(int32_t))
+        if self.slot_ids == NULL or self.pins == NULL or self.free_stack == NULL:
+            raise MemoryError(f"cannot allocate a cache of {capacity} slots")
+        # NOTE: slot 0 on top of the stack, so a fresh cache fills slots 0, 1, 2, ... in order.
+        for i in range(capacity):
+            self.free_stack[i] = <int32_t>(capacity - 1 - i)
+        self.n_free = capacity
+
+    def __dealloc__(self):
+        idmap_free(&self.table)
+        free(self.slot_ids)
+        free(self.pins)
+        free(self.free_stack)
+
+    cdef void hit(self, int64_t slot, const Access* acc) noexcept nogil:
+        pass
+
+    cdef int64_t insert(self, const Access* acc) noexcept nogil:
+        return self._take_slot(acc.block_id)
+
+    cdef int64_t evict(self, const Access* acc) noexcept nogil:
+        return 0
+
+    cdef int64_t evict_n(self, const Access* acc, int64_t n, int64_t* out) noexcept nogil:
+        cdef int64_t k = 0, victim
+        while k < n:
+            victim = self.evict(acc)
+            if victim == 0:
+                break
+            out[k] = victim
+            k += 1
+        return k
+
+    cdef void remove(self, int64_t slot) noexcept nogil:
+        self._drop_slot(slot)
+
+    cdef void on_request(self, const RequestCtx* ctx) noexcept nogil:
+        pass
+
+    cdef void on_release(self, int64_t slot) noexcept nogil:
+        pass
+
+    # ---- Python-level helpers (tests, debugging; not for hot paths) ----
+
+    def py_find(self, block_id: int) -> int:
+        """Slot of a resident block or -1 (read-only)."""
+        return self.find(block_id)
+
+    def resident_ids(self) -> list[int]:
+        """Ids of the resident blocks, in slot order."""
+        cdef int64_t s
+        return [self.slot_ids[s] for s in range(self.capacity) if self.slot_ids[s] != 0]
+
+    def pin_count(self, block_id: int) -> int:
+        cdef int64_t s = self.find(block_id)
+        return self.pins[s] if s >= 0 else 0
+
+    def py_get(self, block_id: int, cost: int = 1, next_access: int = -1, vtime: int = 0,
+               req_vtime: int = 0, position: int = 0) -> bool:
+        """One libCacheSim-style ``get`` (hit, or evict-if-full then insert); True on a hit."""
+        cdef Access acc
+        cdef int64_t s
+        acc.block_id = block_id
+        acc.cost = cost
+        acc.cost_exact = cost
+        acc.next_access = next_access
+        acc.vtime = vtime
+        acc.req_vtime = req_vtime
+        acc.position = position
+        s = self.find(block_id)
+        if s >= 0:
+            self.hit(s, &acc)
+            return True
+        if self.n_resident >= self.capacity:
+            if self.evict(&acc) == 0:
+                raise RuntimeError("policy could not evict")
+        self.insert(&acc)
+        return False
+
+    def py_evict(self, block_id: int = 0, cost: int = 1, next_access: int = -1, vtime: int = 0) -> int:
+        """One eviction; returns the victim id (0 if nothing could be evicted)."""
+        cdef Access acc
+        acc.block_id = block_id
+        acc.cost = cost
+        acc.cost_exact = cost
+        acc.next_access = next_access
+        acc.vtime = vtime
+        acc.req_vtime = vtime
+        acc.position = 0
+        return self.evict(&acc)
+
+    def py_pin(self, block_id: int, delta: int = 1) -> None:
+        cdef int64_t s = self.find(block_id)
+        if s < 0:
+            raise KeyError(block_id)
+        self.pins[s] += delta
