@@ -1,0 +1,324 @@
+#!/usr/bin/env python3
+"""Write deploy/grafana/dashboards/shadow.json, the live shadow's Grafana dashboard.
+
+The dashboard is generated so that every panel's PromQL is built from the same few helpers and
+follows the same rule as deploy/prometheus/rules.yml: rates are taken per scraped series and then
+reduced with ``max by (deployment, model_name, engine, ...)``, which keeps one copy when a server is
+scraped twice (vLLM's /metrics and the connector's own endpoint) instead of double counting.
+
+The panels query the raw series (docs/metrics.md and vLLM's own), not the recording rules, so the
+dashboard works with or without rules.yml loaded. Run ``python deploy/grafana/make_dashboard.py``
+after editing; tests/deploy/test_grafana_dashboard.py fails when the JSON is out of date.
+
+Standard library only.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+DASHBOARD_UID = "shadow-kv-live"
+OUT = Path(__file__).resolve().parent / "dashboards" / "shadow.json"
+
+DS = {"type": "prometheus", "uid": "${datasource}"}
+
+CACHE_BY = "deployment, model_name, engine, policy, capacity_blocks"
+ENGINE_BY = "deployment, model_name, engine"
+ENGINE_SEL = 'model_name=~"$model", engine=~"$engine"'
+CACHE_SEL = ENGINE_SEL + ', policy=~"$policy", capacity_blocks=~"$capacity"'
+# Variable queries read this series: every shadow cache exports it.
+VAR_METRIC = "shadow_requests_total"
+
+
+def rate(metric: str, sel: str = CACHE_SEL, by: str = CACHE_BY, window: str = "$__rate_interval") -> str:
+    """Per-series rate reduced to one copy per ``by`` group (see the module docstring)."""
+    return f"max by ({by}) (rate({metric}{{{sel}}}[{window}]))"
+
+
+def increase(metric: str, sel: str = CACHE_SEL, by: str = CACHE_BY) -> str:
+    """Growth over the dashboard's time range, one copy per ``by`` group (instant panels)."""
+    return f"max by ({by}) (increase({metric}{{{sel}}}[$__range]))"
+
+
+def engine_ratio() -> str:
+    """The engine's own first-miss token hit ratio; the connector's copy where vLLM's is absent."""
+    return (
+        f"({rate('vllm:prefix_cache_hits_total', ENGINE_SEL, ENGINE_BY)}"
+        f" / {rate('vllm:prefix_cache_queries_total', ENGINE_SEL, ENGINE_BY)})"
+        f" or ({rate('shadow_engine_hit_tokens_total', ENGINE_SEL, ENGINE_BY)}"
+        f" / {rate('shadow_engine_query_tokens_total', ENGINE_SEL, ENGINE_BY)})"
+    )
+
+
+def token_ratio(sel: str = CACHE_SEL) -> str:
+    """A shadow cache's first-miss token hit ratio (the unit of vllm:prefix_cache_*)."""
+    return f"{rate('shadow_prefix_hit_tokens_total', sel)} / {rate('shadow_query_tokens_total', sel)}"
+
+
+def engine_capacity_info() -> str:
+    """1 for the engine's own capacity, as a capacity_blocks label (from vllm:cache_config_info)."""
+    return (
+        'max by (deployment, engine, capacity_blocks) (label_replace(vllm:cache_config_info{engine=~"$engine"},'
+        ' "capacity_blocks", "$1", "num_gpu_blocks", "(.+)"))'
+    )
+
+
+def vllm_at_engine_capacity() -> str:
+    """The shadow ``vllm`` policy at the engine's own capacity (token ratio, first miss)."""
+    sel = ENGINE_SEL + ', policy="vllm"'
+    return (
+        f"max by ({ENGINE_BY}) (({token_ratio(sel)})"
+        f" * on (deployment, engine, capacity_blocks) group_left() {engine_capacity_info()})"
+    )
+
+
+def target(expr: str, legend: str, ref: str, instant: bool = False) -> dict[str, Any]:
+    t: dict[str, Any] = {
+        "datasource": DS,
+        "expr": expr,
+        "legendFormat": legend,
+        "refId": ref,
+        "range": not instant,
+        "instant": instant,
+    }
+    if instant:
+        t["format"] = "table"
+    return t
+
+
+_next_id = 0
+
+
+def _pid() -> int:
+    global _next_id
+    _next_id += 1
+    return _next_id
+
+
+def row(title: str, y: int) -> dict[str, Any]:
+    return {"type": "row", "id": _pid(), "title": title, "collapsed": False, "panels": [],
+            "gridPos": {"h": 1, "w": 24, "x": 0, "y": y}}
+
+
+def timeseries(title: str, desc: str, targets: list[dict[str, Any]], unit: str, x: int, y: int,
+               w: int = 12, h: int = 8) -> dict[str, Any]:
+    return {
+        "type": "timeseries",
+        "id": _pid(),
+        "title": title,
+        "description": desc,
+        "datasource": DS,
+        "gridPos": {"h": h, "w": w, "x": x, "y": y},
+        "targets": targets,
+        "fieldConfig": {
+            "defaults": {"unit": unit, "custom": {"drawStyle": "line", "lineWidth": 1, "fillOpacity": 0,
+                                                  "spanNulls": True}},
+            "overrides": [],
+        },
+        "options": {"legend": {"displayMode": "table", "placement": "bottom", "calcs": ["lastNotNull", "mean"]},
+                    "tooltip": {"mode": "multi", "sort": "desc"}},
+    }
+
+
+def bars(title: str, desc: str, targets: list[dict[str, Any]], unit: str, x: int, y: int,
+         w: int = 12, h: int = 9) -> dict[str, Any]:
+    return {
+        "type": "bargauge",
+        "id": _pid(),
+        "title": title,
+        "description": desc,
+        "datasource": DS,
+        "gridPos": {"h": h, "w": w, "x": x, "y": y},
+        "targets": targets,
+        "fieldConfig": {"defaults": {"unit": unit, "min": 0, "max": 1},
+                        "overrides": []},
+        "options": {"orientation": "horizontal", "displayMode": "gradient", "showUnfilled": True,
+                    "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": True}},
+    }
+
+
+def variable(name: str, label: str, query: str, sort: int = 1) -> dict[str, Any]:
+    return {
+        "name": name,
+        "label": label,
+        "type": "query",
+        "datasource": DS,
+        "definition": query,
+        "query": {"query": query, "refId": f"{name}-variable"},
+        "refresh": 2,
+        "multi": True,
+        "includeAll": True,
+        "allValue": ".*",
+        "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
+        "sort": sort,
+        "hide": 0,
+        "options": [],
+        "regex": "",
+    }
+
+
+def build() -> dict[str, Any]:
+    global _next_id
+    _next_id = 0
+    legend_cache = "{{policy}} @ {{capacity_blocks}} ({{deployment}} e{{engine}})"
+    panels: list[dict[str, Any]] = []
+
+    y = 0
+    panels.append(row("Policies over time (selected capacities)", y))
+    y += 1
+    panels.append(timeseries(
+        "Block hit ratio per policy",
+        "Gap-spanning (solid): a block counts as hit even after an earlier miss. First-miss: only blocks "
+        "before the first miss, what vLLM and SGLang reuse.",
+        [target(f"{rate('shadow_block_hits_total')} / {rate('shadow_block_lookups_total')}",
+                "gap-spanning " + legend_cache, "A"),
+         target(f"{rate('shadow_block_prefix_hits_total')} / {rate('shadow_block_lookups_total')}",
+                "first-miss " + legend_cache, "B")],
+        "percentunit", 0, y))
+    panels.append(timeseries(
+        "Compute-saving ratio per policy",
+        "Cost of the hit blocks over cost of the looked-up blocks, under the connector's cost model.",
+        [target(f"{rate('shadow_cost_saved_total')} / {rate('shadow_cost_lookup_total')}",
+                "gap-spanning " + legend_cache, "A"),
+         target(f"{rate('shadow_cost_prefix_saved_total')} / {rate('shadow_cost_lookup_total')}",
+                "first-miss " + legend_cache, "B")],
+        "percentunit", 12, y))
+    y += 8
+
+    panels.append(row("Against capacity (whole time range)", y))
+    y += 1
+    panels.append(bars(
+        "Hit ratio against capacity",
+        "Block hit ratio over the dashboard's time range, per policy and capacity (blocks).",
+        [target(f"{increase('shadow_block_hits_total')} / {increase('shadow_block_lookups_total')}",
+                "gap-spanning {{policy}} @ {{capacity_blocks}}", "A", instant=True),
+         target(f"{increase('shadow_block_prefix_hits_total')} / {increase('shadow_block_lookups_total')}",
+                "first-miss {{policy}} @ {{capacity_blocks}}", "B", instant=True)],
+        "percentunit", 0, y))
+    panels.append(bars(
+        "Compute-saving ratio against capacity",
+        "Compute-saving ratio over the dashboard's time range, per policy and capacity (blocks).",
+        [target(f"{increase('shadow_cost_saved_total')} / {increase('shadow_cost_lookup_total')}",
+                "gap-spanning {{policy}} @ {{capacity_blocks}}", "A", instant=True),
+         target(f"{increase('shadow_cost_prefix_saved_total')} / {increase('shadow_cost_lookup_total')}",
+                "first-miss {{policy}} @ {{capacity_blocks}}", "B", instant=True)],
+        "percentunit", 12, y))
+    y += 9
+
+    panels.append(row("Fidelity and what other policies would gain", y))
+    y += 1
+    panels.append(timeseries(
+        "Fidelity: engine vs shadow vllm policy",
+        "The engine's own prefix-cache hit ratio (tokens) beside the shadow `vllm` policy at the engine's "
+        "capacity and at the selected capacities. The first two must agree; when they drift apart the "
+        "shadow can no longer be trusted (alert ShadowFidelityDrift).",
+        [target(engine_ratio(), "engine ({{deployment}} e{{engine}})", "A"),
+         target(vllm_at_engine_capacity(), "shadow vllm @ engine capacity ({{deployment}} e{{engine}})", "B"),
+         target(token_ratio(ENGINE_SEL + ', policy="vllm", capacity_blocks=~"$capacity"'),
+                "shadow vllm @ {{capacity_blocks}} ({{deployment}} e{{engine}})", "C")],
+        "percentunit", 0, y))
+    panels.append(timeseries(
+        "Fidelity error (shadow vllm @ engine capacity − engine)",
+        "Near 0 while the shadow reproduces the engine.",
+        [target(f"{vllm_at_engine_capacity()} - on (deployment, model_name, engine) ({engine_ratio()})",
+                "{{deployment}} e{{engine}}", "A")],
+        "percentunit", 12, y))
+    y += 8
+    panels.append(timeseries(
+        "Best policy's gain over the engine",
+        "Per capacity, the best policy's first-miss token hit ratio minus the engine's own. At the "
+        "engine's capacity this is what a better eviction policy alone would gain.",
+        [target(f"topk by (deployment, model_name, engine, capacity_blocks) (1, {token_ratio()})"
+                f" - on (deployment, model_name, engine) group_left() ({engine_ratio()})",
+                "best {{policy}} @ {{capacity_blocks}} ({{deployment}} e{{engine}})", "A")],
+        "percentunit", 0, y))
+    panels.append(timeseries(
+        "Gap-spanning gain over first-miss matching",
+        "Block hit ratio with gap-spanning matching minus first-miss matching: what an engine that "
+        "reused blocks after a miss would add.",
+        [target(f"({rate('shadow_block_hits_total')} - {rate('shadow_block_prefix_hits_total')})"
+                f" / {rate('shadow_block_lookups_total')}", legend_cache, "A")],
+        "percentunit", 12, y))
+    y += 8
+
+    panels.append(row("Shadow health", y))
+    y += 1
+    panels.append(timeseries(
+        "Evictions and self-evictions",
+        "Blocks evicted per second to make room; self-evictions are evicted blocks the arriving request "
+        "itself needed (thrashing).",
+        [target(rate("shadow_evictions_total"), "evictions " + legend_cache, "A"),
+         target(rate("shadow_self_evictions_total"), "self-evictions " + legend_cache, "B")],
+        "ops", 0, y))
+    panels.append(timeseries(
+        "Requests: observed, dropped, recorded",
+        "Dropped requests never reached the shadow (the worker queue was full): any drop biases the "
+        "shadow (alert ShadowDroppingRequests).",
+        [target(rate("shadow_observed_requests_total", ENGINE_SEL, ENGINE_BY), "observed ({{deployment}} e{{engine}})", "A"),
+         target(rate("shadow_dropped_requests_total", ENGINE_SEL, ENGINE_BY), "dropped ({{deployment}} e{{engine}})", "B"),
+         target(rate("shadow_recorded_requests_total", ENGINE_SEL, ENGINE_BY), "recorded ({{deployment}} e{{engine}})", "C"),
+         target(rate("shadow_skipped_requests_total"), "skipped " + legend_cache, "D")],
+        "reqps", 12, y))
+    y += 8
+    panels.append(timeseries(
+        "Recording rate",
+        "Compressed bytes per second written to the lcp recording.",
+        [target(rate("shadow_recorded_bytes_total", ENGINE_SEL, ENGINE_BY), "{{deployment}} e{{engine}}", "A")],
+        "Bps", 0, y))
+    panels.append(timeseries(
+        "Recording on, shadow errors",
+        "shadow_recording_enabled is 1 while recording; errors are exceptions caught inside the shadow "
+        "(the engine kept serving).",
+        [target(f'max by ({ENGINE_BY}) (shadow_recording_enabled{{{ENGINE_SEL}}})',
+                "recording on ({{deployment}} e{{engine}})", "A"),
+         target(rate("shadow_errors_total", ENGINE_SEL, ENGINE_BY), "errors/s ({{deployment}} e{{engine}})", "B")],
+        "short", 12, y))
+
+    eng = f'{VAR_METRIC}{{model_name=~"$model"}}'
+    pol = f'{VAR_METRIC}{{model_name=~"$model", engine=~"$engine"}}'
+    cap = f'{VAR_METRIC}{{model_name=~"$model", engine=~"$engine", policy=~"$policy"}}'
+    templating = [
+        {"name": "datasource", "label": "Prometheus", "type": "datasource", "query": "prometheus",
+         "current": {}, "hide": 0, "refresh": 1, "regex": "", "options": [], "multi": False, "includeAll": False},
+        variable("model", "model", f"label_values({VAR_METRIC}, model_name)"),
+        variable("engine", "engine (DP rank)", f"label_values({eng}, engine)", sort=3),
+        variable("policy", "policy", f"label_values({pol}, policy)"),
+        variable("capacity", "capacity (blocks)", f"label_values({cap}, capacity_blocks)", sort=3),
+    ]
+    return {
+        "uid": DASHBOARD_UID,
+        "title": "shadow: live prefix-cache shadow",
+        "description": "What other eviction policies and cache sizes would hit and save, beside the engine's "
+                       "own prefix cache (shadow.connector.ShadowConnector; see deploy/README.md).",
+        "tags": ["shadow", "vllm", "prefix-cache"],
+        "timezone": "browser",
+        "editable": True,
+        "graphTooltip": 1,
+        "schemaVersion": 39,
+        "version": 1,
+        "refresh": "30s",
+        "time": {"from": "now-6h", "to": "now"},
+        "annotations": {"list": []},
+        "links": [],
+        "templating": {"list": templating},
+        "panels": panels,
+    }
+
+
+def render() -> str:
+    return json.dumps(build(), indent=2, ensure_ascii=False) + "\n"
+
+
+def main() -> int:
+    text = render()
+    tmp = OUT.with_suffix(".json.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(OUT)
+    print(f"wrote {OUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
