@@ -1,0 +1,31 @@
+"""The real cell function: stream one trace through one simulated cache, return its RESULT line.
+
+Memory is the cache plus one batch of the trace (constant in the trace's length for lcp input), so
+a machine can run as many cells at once as it has cores.  Imported in the worker (a pool process or
+a Ray task), never needed by the driver.
+"""
+
+from __future__ import annotations
+
+import os
+
+from shadow.errors import ShadowError
+from shadow.sweep.plan import Cell
+
+
+def run_cell(cell: Cell) -> str:
+    """Simulate ``cell`` and return the simulator's RESULT line(s) for it."""
+    # NOTE: imported here so the driver (and `shadow sweep --help`) never loads the extensions.
+    from shadow.sim import CacheSpec, Simulator
+    from shadow.trace import open_trace
+
+    if not os.path.isfile(cell.trace):
+        raise ShadowError(f"{cell.trace}: no such trace file (with --executor ray the path must "
+                          f"exist on every node)")
+    sim = Simulator([CacheSpec(cell.algo, cell.capacity, cell.params)], cost_model=cell.cost_model,
+                    pin=cell.pin, replay_order=cell.replay_order, verify=True,
+                    trace_name=cell.trace_name)
+    with open_trace(cell.trace, block_id=cell.block_id) as tr:
+        for batch in tr:
+            sim.feed(batch)
+    return "\n".join(r.result_line() for r in sim.results())

@@ -1,0 +1,183 @@
+"""Executors: run a cell function over many cells, yielding each outcome as it completes.
+
+A cell function takes a :class:`~shadow.sweep.plan.Cell` and returns the simulator's output text
+(its RESULT lines); it must be a module-level function (it is pickled by reference).  Every
+executor wraps it in :func:`guarded`, so a cell that raises becomes an :class:`Outcome` with a
+one-line error and the other cells go on.
+
+* :class:`SerialExecutor`  in this process, one cell after another (the baseline, ``--jobs 1``)
+* :class:`LocalExecutor`   a process pool on this machine (``--executor local --jobs N``)
+* :class:`RayExecutor`     Ray tasks on a cluster (``--executor ray --address ...``); ``ray`` is
+  imported only here, only when used
+
+Invariant: an executor yields exactly one outcome per cell it was given, whatever happens to the
+worker that ran it (an exception, a crashed process, a lost Ray node).
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import sys
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from typing import Callable, Iterator, Protocol, Sequence
+
+from shadow.errors import ShadowError
+from shadow.sweep.plan import Cell
+
+logger = logging.getLogger(__name__)
+
+CellFn = Callable[[Cell], str]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What became of one cell: its output text, or a one-line error."""
+
+    cell: Cell
+    text: str | None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def one_line_error(exc: BaseException) -> str:
+    """An exception as one line: the message alone for ShadowError, else 'Type: message'."""
+    msg = " ".join(str(exc).split())
+    if isinstance(exc, ShadowError):
+        return msg or type(exc).__name__
+    return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
+
+
+def guarded(fn: CellFn, cell: Cell) -> Outcome:
+    """Run ``fn(cell)``; an exception becomes a failed outcome (it never escapes)."""
+    try:
+        return Outcome(cell, fn(cell))
+    except Exception as exc:  # NOTE: one bad cell must not stop the sweep
+        logger.debug("cell %s failed", cell.label(), exc_info=True)
+        return Outcome(cell, None, one_line_error(exc))
+
+
+class Executor(Protocol):
+    def run(self, fn: CellFn, cells: Sequence[Cell]) -> Iterator[Outcome]: ...
+
+
+class SerialExecutor:
+    """Every cell in this process, in order."""
+
+    def run(self, fn: CellFn, cells: Sequence[Cell]) -> Iterator[Outcome]:
+        for cell in cells:
+            yield guarded(fn, cell)
+
+
+def _mp_context() -> multiprocessing.context.BaseContext:
+    # NOTE: not 'fork': the parent may hold threads (Ray's, a logging handler's) whose locks a
+    # forked child would inherit held.  Not 'forkserver' either: its server is started once per
+    # interpreter and its children inherit the environment of that moment, not of this sweep.
+    # 'spawn' costs an interpreter start and the imports per worker, once per sweep.
+    return multiprocessing.get_context("spawn")
+
+
+class LocalExecutor:
+    """A pool of ``jobs`` worker processes on this machine.
+
+    A worker that dies (a crash in native code, the OOM killer) breaks the pool; the cells it had in
+    flight are then run again, each alone in a fresh one-worker pool, so only the cell that really
+    crashes is reported failed.
+    """
+
+    def __init__(self, jobs: int | None = None) -> None:
+        self.jobs = max(1, jobs or os.cpu_count() or 1)
+
+    def run(self, fn: CellFn, cells: Sequence[Cell]) -> Iterator[Outcome]:
+        if not cells:
+            return
+        retry: list[Cell] = []
+        ctx = _mp_context()
+        with ProcessPoolExecutor(max_workers=min(self.jobs, len(cells)), mp_context=ctx) as pool:
+            pending: dict[Future, Cell] = {pool.submit(guarded, fn, c): c for c in cells}
+            while pending:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    cell = pending.pop(fut)
+                    try:
+                        yield fut.result()
+                    except BrokenProcessPool:
+                        retry.append(cell)
+        for cell in retry:
+            yield self._run_alone(fn, cell, ctx)
+
+    @staticmethod
+    def _run_alone(fn: CellFn, cell: Cell, ctx: multiprocessing.context.BaseContext) -> Outcome:
+        with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
+            try:
+                return pool.submit(guarded, fn, cell).result()
+            except BrokenProcessPool:
+                return Outcome(cell, None, "the worker process died while running this cell")
+
+
+class RayExecutor:
+    """One Ray task per cell.  Connects to ``address`` (None: a running local instance, or a new one).
+
+    The trace paths in the cells must name the same file on every node, and ``shadow`` (with its
+    built extensions) must be importable there.  An already initialised Ray (``ray.init`` in the
+    caller) is used as it is and left running.
+    """
+
+    def __init__(self, address: str | None = None, *, num_cpus_per_cell: float = 1.0) -> None:
+        self.address = address
+        self.num_cpus_per_cell = num_cpus_per_cell
+
+    def run(self, fn: CellFn, cells: Sequence[Cell]) -> Iterator[Outcome]:
+        if not cells:
+            return
+        try:
+            import ray
+        except ImportError:
+            raise ShadowError("--executor ray needs Ray: pip install 'shadow-kv[ray]'") from None
+        started = False
+        if not ray.is_initialized():
+            try:
+                ray.init(address=self.address, include_dashboard=False, logging_level=logging.WARNING,
+                         log_to_driver=False)
+            except (ConnectionError, RuntimeError, ValueError) as exc:
+                raise ShadowError(f"cannot connect to Ray at {self.address or 'a local instance'}: "
+                                  f"{one_line_error(exc)}") from None
+            started = True
+        try:
+            remote = ray.remote(num_cpus=self.num_cpus_per_cell, max_retries=1)(guarded)
+            refs = {remote.remote(fn, c): c for c in cells}
+            pending = list(refs)
+            while pending:
+                done, pending = ray.wait(pending, num_returns=1)
+                for ref in done:
+                    try:
+                        yield ray.get(ref)
+                    except Exception as exc:  # a lost worker or node: the task itself never raises
+                        yield Outcome(refs[ref], None, one_line_error(exc))
+        finally:
+            if started:
+                ray.shutdown()
+
+
+def make_executor(kind: str, *, jobs: int | None = None, address: str | None = None) -> Executor:
+    if kind == "local":
+        return LocalExecutor(jobs)
+    if kind == "ray":
+        return RayExecutor(address)
+    if kind == "serial":
+        return SerialExecutor()
+    raise ShadowError(f"unknown executor {kind!r}: expected local or ray")
+
+
+def is_tty(stream=None) -> bool:
+    stream = stream or sys.stderr
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False

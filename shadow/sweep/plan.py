@@ -1,0 +1,150 @@
+"""Sweep planning: the capacity grammar and the cells of a sweep.
+
+A sweep is the cross product traces x policies x capacities x cost models, run under one set of
+simulator options.  Each element is a :class:`Cell`; a cell is the unit of work, of resumption and
+of storage: it is run by one task that streams its trace once through one
+:class:`shadow.sim.Simulator` with one cache, and it is stored as one file under ``DIR/cells/``.
+
+Invariant: a cell's :meth:`Cell.key` names every input that can change its result (the trace path,
+the policy and its parameters, the capacity, the cost model, pinning, replay order, block-id mode),
+and nothing else, so two cells with equal keys give identical RESULT lines and a cell file found in
+``DIR`` can stand in for running the cell again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+from dataclasses import asdict, dataclass, fields
+from typing import Iterable
+
+from shadow.cli_options import parse_size
+from shadow.errors import ShadowError
+
+CELL_SUFFIX = ".result"
+
+_RANGE_RE = re.compile(r"^\s*([^:]+):([^:]+):(log|lin)(\d+)\s*$")
+
+
+def parse_capacities(text: str) -> list[int]:
+    """Parse the ``--cache-sizes`` grammar into a sorted list of distinct block counts.
+
+    ``text`` is a comma list whose items are sizes (``8192``, ``8k``, ``1m``; k/m/g multiply by
+    1024) or ranges ``START:STOP:logN`` (N points spaced evenly in log space, both ends included)
+    and ``START:STOP:linN`` (N points spaced evenly).  Range points are rounded to the nearest
+    integer; points that round to the same integer are kept once.  ``1k:256k:log8`` gives
+    ``1024, 2261, 4993, 11026, 24347, 53761, 118715, 262144``.
+    """
+    items = [p for p in text.split(",") if p.strip()]
+    if not items:
+        raise ShadowError(f"bad --cache-sizes {text!r}: empty")
+    out: set[int] = set()
+    for item in items:
+        m = _RANGE_RE.match(item)
+        if m is None:
+            if ":" in item:
+                raise ShadowError(
+                    f"bad cache-size range {item.strip()!r}: expected START:STOP:logN or "
+                    f"START:STOP:linN, e.g. 1k:256k:log8")
+            out.add(parse_size(item))
+            continue
+        lo = parse_size(m.group(1), what="range start")
+        hi = parse_size(m.group(2), what="range stop")
+        n = int(m.group(4))
+        if n < 1:
+            raise ShadowError(f"bad cache-size range {item.strip()!r}: needs at least 1 point")
+        if hi < lo:
+            raise ShadowError(f"bad cache-size range {item.strip()!r}: stop {hi} < start {lo}")
+        if n == 1:
+            out.add(lo)
+            continue
+        for i in range(n):
+            if i == 0:
+                v = lo
+            elif i == n - 1:
+                v = hi  # NOTE: exact end points, not exp(log(hi)) rounded
+            elif m.group(3) == "log":
+                v = round(math.exp(math.log(lo) + (math.log(hi) - math.log(lo)) * i / (n - 1)))
+            else:
+                v = round(lo + (hi - lo) * i / (n - 1))
+            out.add(int(v))
+    return sorted(out)
+
+
+def _slug(text: str, limit: int = 40) -> str:
+    s = re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-.") or "x"
+    return s[:limit]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One (trace, policy, capacity, cost model) simulation under fixed simulator options.
+
+    ``trace`` is an absolute path: with the Ray executor it must name the same file on every
+    node.  ``params`` is the policy's ``k=v,k=v`` parameter string ('' for its defaults).
+    """
+
+    trace: str
+    algo: str
+    capacity: int
+    cost_model: str = "uniform"
+    params: str = ""
+    pin: bool = True
+    replay_order: str = "deepest-first"
+    block_id: str = "prefix"
+
+    def key(self) -> str:
+        """The canonical text of every field: equal keys, equal results."""
+        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha1(self.key().encode()).hexdigest()[:12]
+
+    @property
+    def trace_name(self) -> str:
+        return os.path.basename(self.trace)
+
+    @property
+    def file_name(self) -> str:
+        """``<trace>.<algo>.<capacity>.<cost model>.<digest>.result``: readable, and unique by the digest."""
+        return (f"{_slug(self.trace_name)}.{_slug(self.algo)}.{self.capacity}."
+                f"{_slug(self.cost_model, 24)}.{self.digest}{CELL_SUFFIX}")
+
+    def label(self) -> str:
+        algo = f"{self.algo}({self.params})" if self.params else self.algo
+        return f"{self.trace_name} {algo} {self.capacity} {self.cost_model}"
+
+    @classmethod
+    def from_key(cls, key: str) -> "Cell":
+        data = json.loads(key)
+        names = {f.name for f in fields(cls)}
+        unknown = set(data) - names
+        if unknown:
+            raise ValueError(f"unknown cell fields {sorted(unknown)}")
+        return cls(**data)
+
+
+def plan_cells(traces: Iterable[str], algos: Iterable[tuple[str, str]], capacities: Iterable[int],
+               cost_models: Iterable[str], *, pin: bool = True,
+               replay_order: str = "deepest-first", block_id: str = "prefix") -> list[Cell]:
+    """The cells of a sweep, in trace, cost model, policy, capacity order, without duplicates.
+
+    ``algos`` holds ``(name, params)`` pairs.  Trace paths are made absolute.
+    """
+    cells: list[Cell] = []
+    seen: set[Cell] = set()
+    caps = sorted(set(int(c) for c in capacities))
+    for trace in traces:
+        path = os.path.abspath(trace)
+        for cost_model in cost_models:
+            for algo, params in algos:
+                for cap in caps:
+                    cell = Cell(path, algo, cap, cost_model, params, pin, replay_order, block_id)
+                    if cell not in seen:
+                        seen.add(cell)
+                        cells.append(cell)
+    return cells

@@ -1,0 +1,182 @@
+"""Curves from a sweep CSV: one PNG per (trace, cost model), one line per policy.
+
+Each figure has four panels against capacity (log x axis, in blocks; also in GiB on a top axis when
+``bytes_per_block`` is given):
+
+1. block hit ratio (gap-spanning: a hit after an earlier miss of the same request counts),
+2. compute-saving ratio (hits weighted by the cost model),
+3. the gap-spanning gain over first-miss reuse: ``block_hit_ratio - prefix_hit_ratio``, what a cache
+   that could reuse blocks after a hole would gain over vLLM/SGLang's stop-at-first-miss lookup,
+4. hole counts (runs of missed blocks a request had to recompute), when the RESULT lines carry them.
+
+Oracles (policies that read the trace's next-access times) are drawn dashed.  matplotlib (Agg) is
+imported only when plotting.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+from typing import Iterable
+
+from shadow.errors import ShadowError
+from shadow.sweep.store import read_csv
+
+logger = logging.getLogger(__name__)
+
+#: RESULT fields that may hold a hole count, first found wins.
+HOLE_FIELDS = ("n_holes", "n_hole", "holes", "n_hole_runs")
+_DEFAULTS = {"pin": "1", "replay_order": "deepest-first", "block_id": "prefix"}
+
+
+def is_oracle(algo: str) -> bool:
+    """Whether ``algo`` reads future (next-access) information; asks the policy registry if built."""
+    try:
+        from shadow.sim import registry  # type: ignore[attr-defined]
+
+        info = registry.get(algo) if hasattr(registry, "get") else None
+        for attr in ("needs_next_access", "oracle", "uses_next_access"):
+            if info is not None and hasattr(info, attr):
+                return bool(getattr(info, attr))
+    except Exception:  # NOTE: plotting must work without the built extensions (a CSV from elsewhere)
+        pass
+    return "belady" in algo or algo.startswith("oracle")
+
+
+def _float(row: dict[str, str], key: str) -> float | None:
+    v = row.get(key, "")
+    try:
+        return float(v) if v != "" else None
+    except ValueError:
+        return None
+
+
+def _fmt_blocks(x: float, _pos: object = None) -> str:
+    for div, suf in ((1024**3, "G"), (1024**2, "M"), (1024, "k")):
+        if x >= div:
+            v = x / div
+            return f"{v:.0f}{suf}" if abs(v - round(v)) < 0.05 else f"{v:.1f}{suf}"
+    return f"{x:.0f}"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-.") or "x"
+
+
+def _group_title(key: tuple[str, ...]) -> tuple[str, str]:
+    trace, cost_model, pin, replay_order, block_id = key
+    extras = []
+    if pin != _DEFAULTS["pin"]:
+        extras.append("no-pin")
+    if replay_order != _DEFAULTS["replay_order"]:
+        extras.append(replay_order)
+    if block_id != _DEFAULTS["block_id"]:
+        extras.append(f"block-id {block_id}")
+    title = f"{trace}  cost model {cost_model}" + (f"  ({', '.join(extras)})" if extras else "")
+    name = "__".join(_slug(p) for p in (trace, cost_model, *extras)) + ".png"
+    return title, name
+
+
+def plot_sweep(csv_path: str | os.PathLike, out_dir: str | os.PathLike, *,
+               bytes_per_block: int | None = None, dpi: int = 110) -> list[Path]:
+    """Write one PNG per (trace, cost model[, options]) group of ``csv_path`` into ``out_dir``."""
+    rows = read_csv(csv_path)
+    if not rows:
+        raise ShadowError(f"{csv_path}: no results to plot (no completed cells)")
+    groups: dict[tuple[str, ...], list[dict[str, str]]] = defaultdict(list)
+    for row in rows:
+        key = (row["trace"], row["cost_model"], row.get("pin") or _DEFAULTS["pin"],
+               row.get("replay_order") or _DEFAULTS["replay_order"],
+               row.get("block_id") or _DEFAULTS["block_id"])
+        groups[key].append(row)
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ShadowError(f"{out}: cannot create the plot directory: {exc.strerror}") from None
+    paths = []
+    for key in sorted(groups):
+        title, name = _group_title(key)
+        paths.append(_plot_group(groups[key], out / name, title, bytes_per_block, dpi))
+    return paths
+
+
+def _series(rows: Iterable[dict[str, str]]) -> dict[str, list[dict[str, str]]]:
+    by_policy: dict[str, list[dict[str, str]]] = defaultdict(list)
+    for r in rows:
+        label = f"{r['algo']}({r['params']})" if r.get("params") else r["algo"]
+        by_policy[label].append(r)
+    for lst in by_policy.values():
+        lst.sort(key=lambda r: int(r["cache_size"]))
+    return dict(sorted(by_policy.items()))
+
+
+def _plot_group(rows: list[dict[str, str]], path: Path, title: str, bytes_per_block: int | None,
+                dpi: int) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    series = _series(rows)
+    hole_field = next((f for f in HOLE_FIELDS if any(r.get(f, "") != "" for r in rows)), None)
+    panels = [
+        ("block hit ratio", lambda r: _float(r, "block_hit_ratio")),
+        ("compute-saving ratio", lambda r: _float(r, "compute_saving_ratio")),
+        ("gap-spanning gain over first-miss\n(block hit ratio - prefix hit ratio)",
+         lambda r: (None if _float(r, "prefix_hit_ratio") is None or _float(r, "block_hit_ratio") is None
+                    else _float(r, "block_hit_ratio") - _float(r, "prefix_hit_ratio"))),
+        (f"holes ({hole_field})" if hole_field else "holes",
+         (lambda r: _float(r, hole_field)) if hole_field else (lambda r: None)),
+    ]
+    cmap = plt.get_cmap("tab20" if len(series) > 10 else "tab10")
+    fig, axes = plt.subplots(2, 2, figsize=(13, 9), constrained_layout=True)
+    for ax, (ylabel, get) in zip(axes.flat, panels):
+        drawn = 0
+        for i, (label, pts) in enumerate(series.items()):
+            xy = [(int(r["cache_size"]), get(r)) for r in pts]
+            xy = [(x, y) for x, y in xy if y is not None]
+            if not xy:
+                continue
+            xs, ys = zip(*xy)
+            oracle = is_oracle(pts[0]["algo"])
+            ax.plot(xs, ys, linestyle="--" if oracle else "-", marker="o", markersize=3,
+                    color=cmap(i % cmap.N), label=label + (" (oracle)" if oracle else ""))
+            drawn += 1
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(FuncFormatter(_fmt_blocks))
+        ax.set_xlabel("capacity (blocks)")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, which="both", alpha=0.3)
+        if not drawn:
+            ax.text(0.5, 0.5, "not in these results", ha="center", va="center", transform=ax.transAxes)
+        if bytes_per_block:
+            gib = bytes_per_block / 1024**3
+            sec = ax.secondary_xaxis("top", functions=(lambda b: b * gib, lambda g: g / gib))
+            sec.xaxis.set_major_locator(LogLocator(base=2))
+            sec.xaxis.set_major_formatter(FuncFormatter(lambda g, _pos: f"{g:g}"))
+            sec.set_xlabel("capacity (GiB)")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="outside right center", fontsize="small")
+    fig.suptitle(title)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".png", dir=path.parent)
+    os.close(fd)
+    try:
+        fig.savefig(tmp, format="png", dpi=dpi)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    finally:
+        plt.close(fig)
+    logger.info("wrote %s", path)
+    return path

@@ -1,0 +1,87 @@
+"""The sweep driver: skip the cells already done, run the rest on an executor, store, rebuild the CSV.
+
+Only this process writes to the sweep directory: workers return their RESULT text and the driver
+stores each cell as it completes (see :mod:`shadow.sweep.store`), so a stopped sweep keeps every
+cell that finished and the next run of the same command resumes with the missing ones.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import click
+
+from shadow.sweep.executors import CellFn, Executor, Outcome, is_tty, one_line_error
+from shadow.sweep.plan import Cell
+from shadow.sweep.store import SweepDir
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class SweepReport:
+    """What a sweep did: ``n_cells`` planned = ``n_skipped`` (found in DIR) + ``n_run`` (+ failures)."""
+
+    n_cells: int
+    n_skipped: int
+    n_run: int = 0
+    failed: list[Outcome] = field(default_factory=list)
+    csv_path: Path | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    def summary(self) -> str:
+        return (f"{self.n_cells} cells: {self.n_skipped} already done, {self.n_run} run, "
+                f"{len(self.failed)} failed")
+
+
+def run_sweep(cells: Sequence[Cell], out_dir: str | Path, executor: Executor, fn: CellFn | None = None,
+              *, progress: bool | None = None, echo=None) -> SweepReport:
+    """Run the cells of ``cells`` that ``out_dir`` does not hold yet; rebuild ``out_dir/results.csv``.
+
+    ``fn`` is the cell function (default :func:`shadow.sweep.cell.run_cell`).  ``progress``: draw a
+    progress bar over cells on stderr (default: when stderr is a terminal).  ``echo(line)`` reports
+    each failed cell as one line (default: to stderr).  Failures do not raise; see the report.
+    """
+    if fn is None:
+        from shadow.sweep.cell import run_cell
+
+        fn = run_cell
+    if echo is None:
+        def echo(line: str) -> None:
+            click.echo(line, err=True)
+    store = SweepDir(out_dir)
+    store.prepare()
+    todo = [c for c in cells if not store.is_done(c)]
+    report = SweepReport(n_cells=len(cells), n_skipped=len(cells) - len(todo))
+    logger.info("sweep: %d cells, %d already in %s, %d to run", len(cells), report.n_skipped,
+                out_dir, len(todo))
+    if progress is None:
+        progress = is_tty(sys.stderr)
+    bar_ctx = (click.progressbar(length=len(todo), label="cells", file=sys.stderr, show_pos=True,
+                                 show_eta=True) if progress and todo else nullcontext(None))
+    try:
+        with bar_ctx as bar:
+            for outcome in executor.run(fn, todo):
+                if outcome.ok:
+                    try:
+                        store.write_cell(outcome.cell, outcome.text or "")
+                        report.n_run += 1
+                    except Exception as exc:  # a cell that printed no RESULT line, a full disk
+                        outcome = Outcome(outcome.cell, None, one_line_error(exc))
+                if not outcome.ok:
+                    report.failed.append(outcome)
+                    echo(f"cell failed: {outcome.cell.label()}: {outcome.error}")
+                if bar is not None:
+                    bar.update(1)
+    finally:
+        # NOTE: also on Ctrl-C: the CSV then shows every cell that completed so far.
+        report.csv_path = store.write_csv()
+    return report
