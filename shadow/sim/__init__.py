@@ -1,0 +1,20 @@
+"""The simulator: serve loop, eviction policies, cost models, the multi-cache stepper.
+
+Never imports vLLM.  See docs/design.md "Simulator API" and shadow/sim/README.md.
+"""
+
+from __future__ import annotations
+
+from shadow.sim.cost import CostModel, parse_cost_model
+from shadow.sim.registry import list_policies, make_policy
+
+__all__ = ["Simulator", "CacheSpec", "Result", "Admission", "list_policies", "make_policy",
+           "parse_cost_model", "CostModel"]
+
+
+def __getattr__(name: str):
+    # NOTE: lazy, so `import shadow.sim` works before the extension modules are built.
+    if name in ("Simulator", "CacheSpec", "Result", "Admission"):
+        from shadow.sim import simulator
+        return getattr(simulator, name)
+    raise AttributeError(name)

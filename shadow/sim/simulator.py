@@ -1,0 +1,339 @@
+"""The multi-cache stepper: one decode of a trace, every (policy, capacity) cache stepped over it.
+
+``Simulator.feed(batch)`` serves every request of a :class:`~shadow.trace.batch.Batch` in every
+cache, each cache's whole batch with the GIL released (so a reader thread can decode the next
+batch meanwhile).  ``admit``/``release`` are the live, one-request-at-a-time form used by the
+connector and the replay predictor.  See docs/design.md "Simulator API".
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from shadow.errors import ShadowError
+from shadow.sim.cost import CostModel, parse_cost_model
+from shadow.sim.loop import FAIL_MESSAGES, CacheRun
+from shadow.sim.registry import make_policy, policy_info
+
+log = logging.getLogger(__name__)
+
+#: PrefixSim's RESULT keys, in its order; this project's extra keys follow them.
+RESULT_KEYS = ("trace", "algo", "cache_size", "cost_model", "block_id", "n_req", "n_req_skipped",
+               "n_blocks", "block_hit_ratio", "compute_saving_ratio", "n_eviction",
+               "n_self_eviction", "n_unexpected_eviction")
+EXTRA_KEYS = ("prefix_hit_ratio", "prefix_compute_saving_ratio", "holes_per_req", "mean_hole_len",
+              "max_hole_len", "pin", "replay_order")
+
+
+@dataclass(frozen=True)
+class CacheSpec:
+    """One simulated cache: a registered policy name, its capacity in blocks, its ``k=v`` params."""
+
+    policy: str
+    capacity: int
+    params: str = ""
+
+    @property
+    def label(self) -> str:
+        return self.policy if not self.params else f"{self.policy}({self.params})"
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b else 0.0
+
+
+@dataclass
+class Result:
+    """Statistics of one cache after a run (ratios are 0 when their denominator is)."""
+
+    spec: CacheSpec
+    trace: str
+    cost_model: str
+    block_id: str
+    pin: bool
+    replay_order: str
+    n_req: int
+    n_req_skipped: int
+    n_blocks: int
+    n_hits: int
+    n_prefix_hits: int
+    total_cost: float
+    saved_cost: float
+    prefix_saved_cost: float
+    n_eviction: int
+    n_self_eviction: int
+    n_unexpected_eviction: int
+    n_holes: int
+    hole_len_sum: int
+    max_hole_len: int
+    error: str | None = None
+
+    @property
+    def block_hit_ratio(self) -> float:
+        return _ratio(self.n_hits, self.n_blocks)
+
+    @property
+    def compute_saving_ratio(self) -> float:
+        return _ratio(self.saved_cost, self.total_cost)
+
+    @property
+    def prefix_hit_ratio(self) -> float:
+        return _ratio(self.n_prefix_hits, self.n_blocks)
+
+    @property
+    def prefix_compute_saving_ratio(self) -> float:
+        return _ratio(self.prefix_saved_cost, self.total_cost)
+
+    @property
+    def holes_per_req(self) -> float:
+        return _ratio(self.n_holes, self.n_req)
+
+    @property
+    def mean_hole_len(self) -> float:
+        return _ratio(self.hole_len_sum, self.n_holes)
+
+    def fields(self) -> dict[str, object]:
+        return {
+            "trace": self.trace,
+            "algo": self.spec.policy,
+            "cache_size": self.spec.capacity,
+            "cost_model": self.cost_model,
+            "block_id": self.block_id,
+            "n_req": self.n_req,
+            "n_req_skipped": self.n_req_skipped,
+            "n_blocks": self.n_blocks,
+            "block_hit_ratio": f"{self.block_hit_ratio:.6f}",
+            "compute_saving_ratio": f"{self.compute_saving_ratio:.6f}",
+            "n_eviction": self.n_eviction,
+            "n_self_eviction": self.n_self_eviction,
+            "n_unexpected_eviction": self.n_unexpected_eviction,
+            "prefix_hit_ratio": f"{self.prefix_hit_ratio:.6f}",
+            "prefix_compute_saving_ratio": f"{self.prefix_compute_saving_ratio:.6f}",
+            "holes_per_req": f"{self.holes_per_req:.4f}",
+            "mean_hole_len": f"{self.mean_hole_len:.4f}",
+            "max_hole_len": self.max_hole_len,
+            "pin": "on" if self.pin else "off",
+            "replay_order": self.replay_order,
+        }
+
+    def summary_line(self) -> str:
+        """PrefixSim's summary line (``%-24s block hit ratio %.4f   compute saving %.4f``)."""
+        return (f"{self.spec.policy:<24s} block hit ratio {self.block_hit_ratio:.4f}   "
+                f"compute saving {self.compute_saving_ratio:.4f}")
+
+    def result_line(self) -> str:
+        """``RESULT k=v ...``: PrefixSim's keys in its order, then this project's extra keys."""
+        f = self.fields()
+        parts = [f"{k}={f[k]}" for k in RESULT_KEYS + EXTRA_KEYS]
+        if self.spec.params:
+            parts.append(f"params={self.spec.params}")
+        return "RESULT " + " ".join(parts)
+
+
+@dataclass
+class Admission:
+    """A live request admitted into every cache; pass it to :meth:`Simulator.release`."""
+
+    block_ids: np.ndarray
+    n_anonymous: int
+    served: list[bool]
+    hits: list[int]
+    prefix_hits: list[int]
+    saved: list[float] = field(default_factory=list)
+    prefix_saved: list[float] = field(default_factory=list)
+    cost: list[float] = field(default_factory=list)
+    released: bool = False
+
+
+class Simulator:
+    """Step several (policy, capacity) caches over one trace, or serve live requests."""
+
+    def __init__(self, specs: Sequence[CacheSpec], *, cost_model: str | CostModel = "uniform",
+                 pin: bool = True, replay_order: str = "deepest-first", verify: bool = True,
+                 dump_holes_dir: str | os.PathLike | None = None, trace_name: str = "",
+                 block_id: str = "prefix") -> None:
+        if replay_order not in ("deepest-first", "prefix-order"):
+            raise ShadowError(f"bad replay order {replay_order!r} (deepest-first or prefix-order)")
+        if not specs:
+            raise ShadowError("no cache to simulate")
+        self.specs = list(specs)
+        self.cost = cost_model if isinstance(cost_model, CostModel) else parse_cost_model(cost_model)
+        self.pin = pin
+        self.replay_order = replay_order
+        self.verify = verify
+        self.trace_name = trace_name
+        self.block_id = block_id
+        self.runs: list[CacheRun] = []
+        for s in self.specs:
+            policy = make_policy(s.policy, s.capacity, s.params)
+            self.runs.append(CacheRun(policy, pin, replay_order, verify))
+        self._needs_next = [policy_info(s.policy).needs_next_access for s in self.specs]
+        self._cost_exact = np.zeros(0)
+        self._cost_int = np.zeros(0, dtype=np.int64)
+        self._ensure_costs(1024)
+        self._warned_skip = [False] * len(self.runs)
+        self._reported_fail = [False] * len(self.runs)
+        self._n_live = 0
+        self._holes: list[tuple[str, str]] = []
+        if dump_holes_dir is not None:
+            self._open_holes(Path(dump_holes_dir))
+
+    # ---- set-up ----
+
+    def _open_holes(self, d: Path) -> None:
+        if not d.is_dir():
+            raise ShadowError(f"--dump-holes: directory {d} does not exist")
+        base = Path(self.trace_name or "trace").name.split(".")[0] or "trace"
+        for spec, run in zip(self.specs, self.runs):
+            final = d / f"holes_{base}_cache{spec.capacity}_{spec.policy}.txt"
+            tmp = final.with_name(final.name + ".tmp")
+            run.open_holes(str(tmp))
+            self._holes.append((str(tmp), str(final)))
+
+    def _ensure_costs(self, n: int) -> None:
+        if n > len(self._cost_exact):
+            n = max(n, 2 * len(self._cost_exact))
+            self._cost_exact = np.ascontiguousarray(self.cost.costs(n), dtype=np.float64)
+            self._cost_int = np.ascontiguousarray(self.cost.int_costs(n), dtype=np.int64)
+
+    @property
+    def needs_next_access(self) -> bool:
+        """True if some cache's policy reads next-access times (an oracle)."""
+        return any(self._needs_next)
+
+    # ---- offline ----
+
+    def feed(self, batch) -> None:
+        """Serve every request of ``batch`` in every cache (whole requests, file order)."""
+        n = batch.n_requests
+        if n == 0:
+            return
+        offsets = np.ascontiguousarray(batch.offsets, dtype=np.int64)
+        ids = np.ascontiguousarray(batch.block_ids, dtype=np.int64)
+        nxt = np.ascontiguousarray(batch.next_access, dtype=np.int64)
+        max_b = int(np.max(np.diff(offsets))) if n else 0
+        self._ensure_costs(max_b + 1)
+        ts = _timestamps(batch.records)
+        for run in self.runs:
+            run.reserve(max_b + 1)
+        for run in self.runs:
+            run.serve_batch(offsets, ids, nxt, ts, self._cost_exact, self._cost_int,
+                            int(batch.first_request))
+        self._report()
+
+    def _report(self) -> None:
+        for i, (spec, run) in enumerate(zip(self.specs, self.runs)):
+            if run.first_skip_req >= 0 and not self._warned_skip[i]:
+                self._warned_skip[i] = True
+                log.warning("%s cache %d: request %d has %d distinct blocks, more than the cache "
+                            "holds; such requests are skipped (n_req_skipped; warned once)",
+                            spec.policy, spec.capacity, run.first_skip_req, run.first_skip_distinct)
+            if run.failed and not self._reported_fail[i]:
+                self._reported_fail[i] = True
+                log.error("%s cache %d: %s", spec.policy, spec.capacity, self._error(run))
+
+    @staticmethod
+    def _error(run: CacheRun) -> str | None:
+        if not run.failed:
+            return None
+        return FAIL_MESSAGES[run.failed].format(req=run.failed_req, block=run.failed_block)
+
+    def results(self) -> list[Result]:
+        out = []
+        for spec, run in zip(self.specs, self.runs):
+            out.append(Result(
+                spec, self.trace_name, self.cost.name, self.block_id, self.pin, self.replay_order,
+                run.n_req, run.n_req_skipped, run.n_blocks, run.n_hits, run.n_prefix_hits,
+                run.total_cost, run.saved_cost, run.prefix_saved_cost, run.n_eviction,
+                run.n_self_eviction, run.n_unexpected_eviction, run.n_holes, run.hole_len_sum,
+                run.max_hole_len, self._error(run)))
+        return out
+
+    def close(self) -> None:
+        """Finish the hole dumps (rename each from its temporary name)."""
+        for run in self.runs:
+            run.close_holes()
+        for tmp, final in self._holes:
+            os.replace(tmp, final)
+        self._holes = []
+
+    def abort(self) -> None:
+        for run in self.runs:
+            run.close_holes()
+        for tmp, _ in self._holes:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        self._holes = []
+
+    def __enter__(self) -> "Simulator":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+    # ---- live ----
+
+    def admit(self, block_ids: Iterable[int], n_match: int | None = None, n_anonymous: int = 0,
+              timestamp_s: float = -1.0, next_access: Iterable[int] | None = None) -> Admission:
+        """Serve one live request in every cache and keep its blocks pinned until :meth:`release`.
+
+        Statistics (``hits``: gap-spanning, ``prefix_hits``: up to the first miss) cover
+        ``block_ids[:n_match]``; every block is allocated and accessed; ``n_anonymous`` slots are
+        reserved without a block (vLLM's partial tail block) until release.
+        """
+        ids = np.ascontiguousarray(np.fromiter(block_ids, dtype=np.int64), dtype=np.int64)
+        if np.any(ids == 0):
+            raise ShadowError("block id 0 is reserved")
+        B = len(ids)
+        nm = B if n_match is None else max(0, min(int(n_match), B))
+        nxt = (np.full(B, -1, dtype=np.int64) if next_access is None
+               else np.ascontiguousarray(np.fromiter(next_access, dtype=np.int64)))
+        self._ensure_costs(B + 1)
+        adm = Admission(ids, int(n_anonymous), [], [], [])
+        for run in self.runs:
+            rc = run.admit(ids, nxt, nm, int(n_anonymous), float(timestamp_s), self._cost_exact,
+                           self._cost_int, self._n_live)
+            served = rc == 0
+            adm.served.append(served)
+            adm.hits.append(run.last_hits if served else 0)
+            adm.prefix_hits.append(run.last_prefix_hits if served else 0)
+            adm.saved.append(run.last_saved if served else 0.0)
+            adm.prefix_saved.append(run.last_prefix_saved if served else 0.0)
+            adm.cost.append(run.last_cost if served else 0.0)
+        self._n_live += 1
+        self._report()
+        return adm
+
+    def release(self, adm: Admission, extra_block_ids: Iterable[int] = ()) -> None:
+        """Insert the request's generated blocks, then unpin its blocks tail first."""
+        if adm.released:
+            raise ShadowError("request released twice")
+        adm.released = True
+        extra = np.ascontiguousarray(np.fromiter(extra_block_ids, dtype=np.int64), dtype=np.int64)
+        self._ensure_costs(len(adm.block_ids) + len(extra) + 1)
+        for run, served in zip(self.runs, adm.served):
+            if served:
+                run.release(adm.block_ids, extra, self._cost_exact, self._cost_int, adm.n_anonymous)
+
+
+def _timestamps(records: np.ndarray) -> np.ndarray:
+    """Arrival seconds per request: start_time_us, else complete_time_us, else -1."""
+    try:
+        start = records["start_time_us"].astype(np.float64)
+        done = records["complete_time_us"].astype(np.float64)
+    except (ValueError, KeyError, IndexError):
+        return np.full(len(records), -1.0)
+    ts = np.where(start >= 0, start, done) / 1e6
+    ts[(start < 0) & (done < 0)] = -1.0
+    return np.ascontiguousarray(ts, dtype=np.float64)

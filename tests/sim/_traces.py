@@ -1,0 +1,84 @@
+"""Test-only trace helpers: a tiny JSONL reader (prefix interning, next-access) and random traces.
+
+The real reader is shadow.trace.open_trace; this one exists so the simulator's tests do not depend
+on it, and as a second, independent interning for the peer-results check.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from shadow.trace.batch import Batch
+
+ROOT = Path(__file__).resolve().parents[2]
+SYNTHETIC = ROOT / "shadow" / "data" / "mooncake_synthetic.jsonl"
+PEER_RESULTS = ROOT.parent / "shared" / "reference" / "peer_results_synthetic.txt"
+
+
+def intern_prefix(raw_requests: list[list[int]]) -> list[list[int]]:
+    """Dense ids from 1: two entries share an id iff their whole paths from the root agree."""
+    ids: dict[tuple[int, int], int] = {}
+    out = []
+    for req in raw_requests:
+        parent = 0
+        row = []
+        for h in req:
+            key = (parent, h)
+            b = ids.get(key)
+            if b is None:
+                b = ids[key] = len(ids) + 1
+            row.append(b)
+            parent = b
+        out.append(row)
+    return out
+
+
+def next_access(requests: list[list[int]]) -> list[list[int]]:
+    """Absolute 1-based vtime of the next access to each entry's id (forward flattening), -1 never."""
+    flat = [b for r in requests for b in r]
+    nxt = [-1] * len(flat)
+    seen: dict[int, int] = {}
+    for pos in range(len(flat) - 1, -1, -1):
+        nxt[pos] = seen.get(flat[pos], -1)
+        seen[flat[pos]] = pos + 1
+    out, k = [], 0
+    for r in requests:
+        out.append(nxt[k:k + len(r)])
+        k += len(r)
+    return out
+
+
+def read_jsonl(path: Path = SYNTHETIC) -> list[list[int]]:
+    with open(path) as f:
+        raw = [json.loads(line)["hash_ids"] for line in f if line.strip()]
+    return intern_prefix(raw)
+
+
+def batch_of(requests: list[list[int]], with_next: bool = True, first_request: int = 0) -> Batch:
+    return Batch.from_lists(requests, next_access=next_access(requests) if with_next else None,
+                            first_request=first_request)
+
+
+def batches_of(requests: list[list[int]], size: int = 500) -> list[Batch]:
+    """Split a trace into batches, with next-access computed over the whole trace."""
+    nxt = next_access(requests)
+    out, vt = [], 1
+    for a in range(0, len(requests), size):
+        chunk = requests[a:a + size]
+        b = Batch.from_lists(chunk, next_access=nxt[a:a + size], first_request=a, first_vtime=vt)
+        vt += b.n_blocks
+        out.append(b)
+    return out
+
+
+def random_trace(rng: np.random.Generator, n_req: int, n_roots: int = 4, max_len: int = 12,
+                 n_raw: int = 6) -> list[list[int]]:
+    raw = []
+    for _ in range(n_req):
+        root = int(rng.integers(0, n_roots))
+        n = int(rng.integers(1, max_len + 1))
+        raw.append([root * 1000 + int(rng.integers(0, n_raw)) if i else root for i in range(n)])
+    return intern_prefix(raw)
