@@ -1,0 +1,262 @@
+"""The ``replay`` command line: a thin layer over :mod:`replay`.
+
+``replay --trace T --endpoint URL`` (or ``--launch "<server args>"``) replays a trace against a vLLM
+OpenAI server and writes a results directory; ``--validate`` also writes the validation report,
+which ``replay report RESULTS`` builds later from the results alone.  Bad input is one line on
+stderr and exit status 2 (:func:`shadow.cli.run_cli`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from shadow.cli_options import allow_truncated_option, block_id_option, parse_name_list, trace_option
+from shadow.errors import ShadowError
+
+logger = logging.getLogger("replay")
+
+
+def _setup_logging(verbose: int) -> None:
+    level = logging.WARNING - 10 * min(verbose, 2)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+
+
+def _engine_options(f):
+    f = click.option("--engine-block-size", type=int, default=None,
+                     help="The engine's KV block size in tokens (default: read from the server's /metrics).")(f)
+    f = click.option("--num-gpu-blocks", type=int, default=None,
+                     help="The engine's number of KV blocks (default: read from the server's /metrics).")(f)
+    f = click.option("--policies", default=None,
+                     help="Other simulator policies to predict TTFT for (comma list; default: every "
+                          "built policy that runs live).")(f)
+    f = click.option("--cost-model", default="uniform", show_default=True,
+                     help="Simulator cost model for its RESULT lines.")(f)
+    return f
+
+
+@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+@trace_option()
+@click.option("--endpoint", default=None, help="Base URL of a running vLLM OpenAI server, e.g. http://127.0.0.1:8000.")
+@click.option("--launch", "launch_args", default=None, metavar='"ARGS"',
+              help='Start `python -m vllm.entrypoints.openai.api_server ARGS` on 127.0.0.1, wait for '
+                   '/health, replay, stop it. ARGS must include --model.')
+@click.option("--launch-timeout", type=float, default=900.0, show_default=True,
+              help="Seconds to wait for a launched server to become healthy.")
+@click.option("--model", default=None, help="Served model name (default: the server's only/first model).")
+@click.option("--output", "-o", "output", default="replay-out", show_default=True,
+              type=click.Path(file_okay=False), help="Results directory (created; files replaced).")
+@click.option("--tokens-per-block", type=int, default=None,
+              help="Tokens per trace block (default: the trace's block size); a multiple of the "
+                   "engine's block size. Smaller values scale a trace down.")
+@click.option("--trace-block-size", type=int, default=None,
+              help="The trace's block size in tokens, if its header does not say.")
+@click.option("--max-output-tokens", type=int, default=None, help="Cap on each request's output length.")
+@click.option("--max-requests", type=int, default=None, help="Send at most this many requests.")
+@click.option("--skip-requests", type=int, default=0, show_default=True,
+              help="Skip this many requests at the start of the trace (with --max-requests: a slice).")
+@click.option("--speedup", type=float, default=None,
+              help="Send at the trace's own arrival times divided by this (default schedule, 1).")
+@click.option("--rate", type=float, default=None, help="Send at this many requests/s (gamma/Poisson arrivals).")
+@click.option("--burstiness", type=float, default=1.0, show_default=True,
+              help="Gamma shape of --rate's inter-arrival gaps: 1 is Poisson, smaller is burstier.")
+@click.option("--concurrency", type=int, default=None,
+              help="At most this many requests in flight; alone: back to back (1 = one at a time).")
+@click.option("--duration", type=float, default=None, help="Stop sending after this many seconds.")
+@click.option("--request-timeout", type=float, default=600.0, show_default=True,
+              help="Seconds before one request counts as timed out.")
+@click.option("--vocab-size", type=int, default=None,
+              help="Token ids to draw from (default: read from the model's config/tokenizer files).")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Token synthesis and arrival seed: a new seed gives new tokens (a cold cache).")
+@click.option("--cache-salt", default=None, help="vLLM cache_salt sent with every request (isolates runs).")
+@click.option("--validate", is_flag=True, help="Also write the validation report (as `replay report`).")
+@click.option("--no-progress", is_flag=True, help="No progress bar even on a terminal.")
+@_engine_options
+@allow_truncated_option()
+@block_id_option()
+@click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
+@click.pass_context
+def cli(ctx: click.Context, trace: str | None, endpoint: str | None, launch_args: str | None,
+        launch_timeout: float, model: str | None, output: str, tokens_per_block: int | None,
+        trace_block_size: int | None, max_output_tokens: int | None, max_requests: int | None,
+        skip_requests: int, speedup: float | None, rate: float | None, burstiness: float,
+        concurrency: int | None, duration: float | None, request_timeout: float,
+        vocab_size: int | None, seed: int, cache_salt: str | None, validate: bool, no_progress: bool,
+        engine_block_size: int | None, num_gpu_blocks: int | None, policies: str | None,
+        cost_model: str, allow_truncated: bool, block_id: str, verbose: int) -> None:
+    """Replay a trace against a real vLLM server: TTFT, cached tokens, and the simulator's prediction.
+
+    Every trace block id becomes a fixed run of token ids (the same on every run and machine), sent
+    as token-id prompts, so the engine's prefix cache sees the trace's exact sharing.
+    """
+    _setup_logging(verbose)
+    if ctx.invoked_subcommand is not None:
+        if trace:
+            raise click.UsageError(f"--trace does not go with `replay {ctx.invoked_subcommand}`")
+        return
+    if not trace:
+        raise click.UsageError("--trace is required (or a subcommand: replay report RESULTS)")
+    if bool(endpoint) == bool(launch_args):
+        raise click.UsageError("give exactly one of --endpoint and --launch")
+    from replay.timing import make_timing
+
+    timing = make_timing(speedup=speedup, rate=rate, burstiness=burstiness, concurrency=concurrency,
+                         duration_s=duration, seed=seed)
+    if max_output_tokens is not None and max_output_tokens <= 0:
+        raise ShadowError(f"bad --max-output-tokens {max_output_tokens}: must be positive")
+    if max_requests is not None and max_requests <= 0:
+        raise ShadowError(f"bad --max-requests {max_requests}: must be positive")
+    if not Path(trace).is_file():
+        raise ShadowError(f"{trace}: no such trace file")
+    out_dir = Path(output)
+    opts = dict(trace=trace, model=model, out_dir=out_dir, tokens_per_block=tokens_per_block,
+                trace_block_size=trace_block_size, max_output_tokens=max_output_tokens,
+                max_requests=max_requests, skip_requests=skip_requests, timing=timing,
+                request_timeout=request_timeout, vocab_size=vocab_size, seed=seed,
+                cache_salt=cache_salt, progress=not no_progress, engine_block_size=engine_block_size,
+                num_gpu_blocks=num_gpu_blocks, allow_truncated=allow_truncated, block_id=block_id)
+    if launch_args:
+        from replay.server import launch
+
+        out_dir.mkdir(parents=True, exist_ok=True)
+        click.echo(f"launching a vLLM server (log {out_dir / 'server.log'}) ...", err=True)
+        with launch(launch_args, log_path=out_dir / "server.log", timeout_s=launch_timeout) as (base, _):
+            interrupted = _run(endpoint=base, launched=launch_args, **opts)
+    else:
+        interrupted = _run(endpoint=endpoint, launched=None, **opts)
+    if validate:
+        _report(out_dir, engine_block_size, num_gpu_blocks, tokens_per_block, policies, cost_model)
+    if interrupted:
+        sys.exit(130)
+
+
+def _vocab(info, vocab_size: int | None):
+    from replay.tokens import Vocab, resolve_model_dir, vocab_from_model_dir
+
+    d = resolve_model_dir(info.root) or resolve_model_dir(info.model)
+    if vocab_size is not None:
+        special: tuple[int, ...] = ()
+        if d is not None:
+            try:
+                special = vocab_from_model_dir(d).special
+            except ShadowError:
+                pass
+        return Vocab(size=vocab_size, special=special, source="--vocab-size")
+    if d is None:
+        raise ShadowError(f"cannot read the vocabulary of model {info.model!r} (root {info.root!r} is "
+                          f"not a local directory): pass --vocab-size")
+    return vocab_from_model_dir(d)
+
+
+def _run(*, endpoint: str, launched: str | None, trace: str, model: str | None, out_dir: Path,
+         tokens_per_block: int | None, trace_block_size: int | None, max_output_tokens: int | None,
+         max_requests: int | None, skip_requests: int, timing, request_timeout: float,
+         vocab_size: int | None, seed: int, cache_salt: str | None, progress: bool,
+         engine_block_size: int | None, num_gpu_blocks: int | None, allow_truncated: bool,
+         block_id: str) -> bool:
+    from dataclasses import asdict
+
+    from replay.client import ClientConfig, Progress, run_requests
+    from replay.results import summarize, summary_text, write_results
+    from replay.server import server_info
+    from replay.timing import send_times
+    from replay.tokens import TokenSynth
+    from replay.workload import check_tokens_per_block, load_requests
+
+    info = server_info(endpoint, model)
+    bs = engine_block_size or info.block_size
+    nb = num_gpu_blocks or info.num_gpu_blocks
+    if info.prefix_caching is False:
+        click.echo("warning: the server runs with prefix caching off: every cached count will be 0",
+                   err=True)
+    vocab = _vocab(info, vocab_size)
+    tbs, tpb, specs = load_requests(trace, tokens_per_block=tokens_per_block,
+                                    trace_block_size=trace_block_size,
+                                    max_output_tokens=max_output_tokens, max_requests=max_requests,
+                                    skip_requests=skip_requests, allow_truncated=allow_truncated,
+                                    block_id=block_id)
+    check_tokens_per_block(tpb, bs)
+    if not specs:
+        raise ShadowError(f"{trace}: no requests to send (check --skip-requests/--max-requests)")
+    if info.max_model_len:
+        too_long = sum(1 for s in specs if s.prompt_tokens + s.max_tokens > info.max_model_len)
+        if too_long:
+            click.echo(f"warning: {too_long} requests exceed the server's max_model_len "
+                       f"{info.max_model_len}; the server will refuse them (counted as errors). "
+                       f"Scale down with --tokens-per-block or --max-output-tokens.", err=True)
+    synth = TokenSynth(vocab, seed=seed)
+    planned = send_times(timing, [s.arrival_s for s in specs]).tolist()
+    click.echo(f"replaying {len(specs)} requests of {trace} ({tpb} tokens per block, trace block "
+               f"{tbs}) against {endpoint} model {info.model}; {timing.describe()}; {vocab.describe()}",
+               err=True)
+    cfg = ClientConfig(endpoint=endpoint, model=info.model, request_timeout_s=request_timeout,
+                       cache_salt=cache_salt)
+    bar = Progress(len(specs), enabled=None if progress else False)
+    started = time.time()
+    results, interrupted = asyncio.run(run_requests(
+        cfg, specs, planned, timing,
+        lambda s: synth.prompt(s.blocks, tpb, s.index, s.tail), progress=bar))
+    bar.close()
+    summary = summarize(results, interrupted=interrupted)
+    run = {
+        "trace": str(trace), "trace_block_size": tbs, "tokens_per_block": tpb,
+        "engine_block_size": bs, "num_gpu_blocks": nb, "endpoint": endpoint, "launch": launched,
+        "model": info.model, "server": asdict(info), "timing": asdict(timing), "seed": seed,
+        "cache_salt": cache_salt, "max_output_tokens": max_output_tokens,
+        "max_requests": max_requests, "skip_requests": skip_requests,
+        "vocab": {"size": vocab.size, "n_special": len(vocab.special), "source": vocab.source},
+        "started_unix": started, "n_planned": len(specs),
+    }
+    write_results(out_dir, results, run, summary)
+    click.echo(summary_text(summary))
+    click.echo(f"results in {out_dir}/ (requests.jsonl, run.json, summary.json)", err=True)
+    return interrupted
+
+
+def _report(path: Path, engine_block_size: int | None, num_gpu_blocks: int | None,
+            tokens_per_block: int | None, policies: str | None, cost_model: str) -> dict:
+    from replay.report import build_report, report_text
+
+    rep = build_report(path, block_size=engine_block_size, num_gpu_blocks=num_gpu_blocks,
+                       tokens_per_block=tokens_per_block,
+                       policies=parse_name_list(policies) if policies is not None else None,
+                       cost_model=cost_model)
+    click.echo(report_text(rep))
+    return rep
+
+
+@cli.command("report")
+@click.argument("results", type=click.Path(exists=True))
+@click.option("--tokens-per-block", type=int, default=None,
+              help="Tokens per trace block of the run (default: from run.json).")
+@_engine_options
+@click.option("--json", "as_json", is_flag=True, help="Print report.json instead of the text report.")
+def report_cmd(results: str, tokens_per_block: int | None, engine_block_size: int | None,
+               num_gpu_blocks: int | None, policies: str | None, cost_model: str, as_json: bool) -> None:
+    """Validation report for a replay's RESULTS directory: predicted vs measured cached tokens,
+    a fitted prefill model, predicted TTFT per policy, and PNG plots (written into RESULTS)."""
+    from replay.report import build_report, report_text
+
+    rep = build_report(results, block_size=engine_block_size, num_gpu_blocks=num_gpu_blocks,
+                       tokens_per_block=tokens_per_block,
+                       policies=parse_name_list(policies) if policies is not None else None,
+                       cost_model=cost_model)
+    click.echo(json.dumps({k: v for k, v in rep.items() if k != "requests"}, indent=2)
+               if as_json else report_text(rep))
+
+
+def main(args: list[str] | None = None) -> None:
+    from shadow.cli import run_cli
+
+    run_cli(cli, args, "replay")
+
+
+if __name__ == "__main__":
+    main()

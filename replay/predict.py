@@ -1,0 +1,132 @@
+"""The prediction: what the engine's prefix cache should have hit, request by request.
+
+The measured requests are replayed, in the order the engine saw them, through
+
+* the simulator (:mod:`shadow.sim`), one cache per policy at the engine's capacity
+  (``num_gpu_blocks - 1``: vLLM keeps block 0 as its null block), driven by the live API
+  ``admit``/``release``: the prompt's full engine blocks (:func:`replay.engine_model.engine_request`)
+  with ``n_match = (N - 1) // B``; ``n_anonymous`` for the last, partial block; at release the blocks
+  filled by decoding as extra (unique) block ids.  The ``vllm`` cache is *the* prediction; the
+  others say what another policy would have saved;
+* :class:`replay.engine_model.BlockPoolModel`, a plain copy of vLLM's block pool, as a cross-check.
+
+Order: a request is admitted when it was sent and released when its stream ended; releases at
+the same instant come first.  With one request at a time this is exactly the engine's order and
+the prediction must equal the measurement for every request; with several in flight, admission
+order and the time a decode block is allocated are approximations (see docs/replay.md).
+Requests that never reached the engine (refused connection, HTTP error) are not replayed.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from shadow.errors import ShadowError
+
+from replay.engine_model import BlockPoolModel, EngineRequest, engine_request, unique_keys
+from replay.results import RequestResult
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_POLICIES = ("lru", "fifo", "clock", "sieve", "s3fifo", "twoq", "arc", "slru", "lfu", "gdsf")
+
+
+@dataclass
+class Prediction:
+    policies: list[str]  # cache order of the per-request lists; "vllm" first
+    block_size: int
+    capacity_blocks: int
+    # per request seq -> per policy predicted cached tokens
+    cached: dict[int, dict[str, int]] = field(default_factory=dict)
+    model_cached: dict[int, int] = field(default_factory=dict)  # BlockPoolModel
+    skipped_policies: dict[str, str] = field(default_factory=dict)
+    result_lines: list[str] = field(default_factory=list)
+
+
+def _make_simulator(policies: list[str], capacity: int, cost_model: str):
+    from shadow.sim import CacheSpec, Simulator, list_policies
+
+    available = set(list_policies())
+    specs, used, skipped = [], [], {}
+    for name in policies:
+        if name not in available:
+            skipped[name] = "not a policy"
+            continue
+        try:
+            sim = Simulator([CacheSpec(name, capacity)], cost_model=cost_model, pin=True)
+            del sim
+        except ShadowError as exc:
+            skipped[name] = str(exc)
+            continue
+        except Exception as exc:  # noqa: BLE001 - a policy that cannot run live is skipped, said why
+            skipped[name] = f"{type(exc).__name__}: {exc}"
+            continue
+        specs.append(CacheSpec(name, capacity))
+        used.append(name)
+    if "vllm" not in used:
+        why = skipped.get("vllm", "not available")
+        raise ShadowError(f"the simulator's vllm policy cannot run: {why}")
+    return Simulator(specs, cost_model=cost_model, pin=True, trace_name="replay"), used, skipped
+
+
+def engine_order(results: list[RequestResult]) -> list[tuple[float, int, RequestResult]]:
+    """Admit/release events ``(time, kind, result)``; kind 0 = release, 1 = admit."""
+    ev = []
+    for r in results:
+        if not r.reached_engine or r.sent_s is None:
+            continue
+        ev.append((r.sent_s, 1, r))
+        ev.append((r.end_s if r.end_s is not None else r.sent_s, 0, r))
+    ev.sort(key=lambda e: (e[0], e[1], e[2].seq))
+    return ev
+
+
+def predict(results: list[RequestResult], *, tokens_per_block: int, block_size: int,
+            num_gpu_blocks: int, policies: list[str] | None = None,
+            cost_model: str = "uniform", use_simulator: bool = True) -> Prediction:
+    if num_gpu_blocks < 2:
+        raise ShadowError(f"bad engine capacity {num_gpu_blocks} blocks")
+    if tokens_per_block % block_size:
+        raise ShadowError(f"tokens per block {tokens_per_block} is not a multiple of the engine's "
+                          f"block size {block_size}")
+    capacity = num_gpu_blocks - 1
+    wanted = ["vllm"] + [p for p in (policies if policies is not None else DEFAULT_POLICIES)
+                         if p != "vllm"]
+    pred = Prediction(policies=[], block_size=block_size, capacity_blocks=capacity)
+    sim = None
+    if use_simulator:
+        sim, pred.policies, pred.skipped_policies = _make_simulator(wanted, capacity, cost_model)
+    model = BlockPoolModel(num_gpu_blocks)
+    fresh = unique_keys()
+    reqs: dict[int, EngineRequest] = {}
+    adms: dict[int, Any] = {}
+    for t, kind, r in engine_order(results):
+        if kind == 1:
+            out = r.output_tokens if r.output_tokens else r.max_tokens
+            er = engine_request(r.blocks, r.tail, tokens_per_block, block_size, out, fresh)
+            if len(er.prompt_keys) + len(er.gen_keys) + er.n_partial > capacity:
+                logger.warning("request %d needs more blocks than the cache holds; not predicted", r.seq)
+                continue
+            reqs[r.seq] = er
+            pred.model_cached[r.seq] = model.admit(r.seq, er) * block_size
+            if sim is not None:
+                adm = sim.admit(list(er.prompt_keys), n_match=er.max_hit, n_anonymous=er.n_partial,
+                                timestamp_s=float(t))
+                adms[r.seq] = adm
+                pred.cached[r.seq] = {p: int(h) * block_size
+                                      for p, h in zip(pred.policies, adm.prefix_hits)}
+        else:
+            if r.seq not in reqs:
+                continue
+            er = reqs.pop(r.seq)
+            model.release(r.seq)
+            if sim is not None:
+                sim.release(adms.pop(r.seq), extra_block_ids=list(er.gen_keys))
+    if sim is not None:
+        try:
+            pred.result_lines = [res.result_line() for res in sim.results()]
+        except Exception as exc:  # noqa: BLE001 - the RESULT lines are a bonus, not the prediction
+            logger.info("no RESULT lines from the simulator: %s", exc)
+    return pred
