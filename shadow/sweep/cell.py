@@ -28,4 +28,9 @@ def run_cell(cell: Cell) -> str:
     with open_trace(cell.trace, block_id=cell.block_id) as tr:
         for batch in tr:
             sim.feed(batch)
-    return "\n".join(r.result_line() for r in sim.results())
+    results = sim.results()
+    for r in results:
+        if r.error:
+            # NOTE: a run that failed its verify step has untrustworthy numbers: no cell file.
+            raise ShadowError(f"{cell.trace_name}: {r.spec.label} cache {r.spec.capacity}: {r.error}")
+    return "\n".join(r.result_line() for r in results)

@@ -28,23 +28,20 @@ from shadow.sweep.store import read_csv
 
 logger = logging.getLogger(__name__)
 
-#: RESULT fields that may hold a hole count, first found wins.
-HOLE_FIELDS = ("n_holes", "n_hole", "holes", "n_hole_runs")
-_DEFAULTS = {"pin": "1", "replay_order": "deepest-first", "block_id": "prefix"}
+#: RESULT fields that may hold a hole count, first found wins (the simulator writes holes_per_req:
+#: holes per served request).
+HOLE_FIELDS = ("holes_per_req", "n_holes")
+_DEFAULTS = {"pin": "on", "replay_order": "deepest-first", "block_id": "prefix"}
 
 
 def is_oracle(algo: str) -> bool:
-    """Whether ``algo`` reads future (next-access) information; asks the policy registry if built."""
+    """Whether ``algo`` reads future (next-access) information, as the policy registry says."""
     try:
-        from shadow.sim import registry  # type: ignore[attr-defined]
+        from shadow.sim.registry import policy_info
 
-        info = registry.get(algo) if hasattr(registry, "get") else None
-        for attr in ("needs_next_access", "oracle", "uses_next_access"):
-            if info is not None and hasattr(info, attr):
-                return bool(getattr(info, attr))
+        return policy_info(algo).needs_next_access
     except Exception:  # NOTE: plotting must work without the built extensions (a CSV from elsewhere)
-        pass
-    return "belady" in algo or algo.startswith("oracle")
+        return "belady" in algo or algo.startswith("oracle")
 
 
 def _float(row: dict[str, str], key: str) -> float | None:
@@ -131,7 +128,7 @@ def _plot_group(rows: list[dict[str, str]], path: Path, title: str, bytes_per_bl
         ("gap-spanning gain over first-miss\n(block hit ratio - prefix hit ratio)",
          lambda r: (None if _float(r, "prefix_hit_ratio") is None or _float(r, "block_hit_ratio") is None
                     else _float(r, "block_hit_ratio") - _float(r, "prefix_hit_ratio"))),
-        (f"holes ({hole_field})" if hole_field else "holes",
+        ({"holes_per_req": "holes per served request"}.get(hole_field or "", "holes"),
          (lambda r: _float(r, hole_field)) if hole_field else (lambda r: None)),
     ]
     cmap = plt.get_cmap("tab20" if len(series) > 10 else "tab10")

@@ -147,13 +147,14 @@ class SweepDir:
                     "params": cell.params,
                     "cache_size": str(cell.capacity),
                     "cost_model": cell.cost_model,
-                    "pin": "1" if cell.pin else "0",
+                    "pin": "on" if cell.pin else "off",
                     "replay_order": cell.replay_order,
                     "block_id": cell.block_id,
                     "trace_path": cell.trace,
                 }
                 for k, v in res.items():
-                    if k in ("algo", "cache_size", "cost_model", "block_id", "trace"):
+                    if k in ("algo", "cache_size", "cost_model", "block_id", "trace", "pin",
+                             "replay_order", "params"):
                         continue  # NOTE: the cell's own values are canonical; RESULT spells them its way
                     if k not in row:
                         row[k] = v

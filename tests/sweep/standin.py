@@ -23,8 +23,8 @@ def standin_cell(cell: Cell) -> str:
             f.write(cell.key())
     hit = round(cell.capacity / (cell.capacity + 1000.0 * (1 + len(cell.algo) % 3)), 6)
     prefix = round(hit * 0.9, 6)
-    holes = n_req * 3 - cell.capacity // 1024
+    holes = round(3.0 * 1024 / cell.capacity, 4)
     return (f"{cell.algo} summary line (not stored)\n"
             f"RESULT trace={cell.trace_name} algo={cell.algo} cache_size={cell.capacity} "
             f"cost_model={cell.cost_model} n_req={n_req} block_hit_ratio={hit} "
-            f"compute_saving_ratio={round(hit * 0.8, 6)} prefix_hit_ratio={prefix} n_holes={holes}\n")
+            f"compute_saving_ratio={round(hit * 0.8, 6)} prefix_hit_ratio={prefix} holes_per_req={holes}\n")

@@ -69,7 +69,7 @@ def test_csv_columns_order_and_sorting(tmp_path):
         ("position", "lru", "512"), ("uniform", "fifo", "1024"), ("uniform", "lru", "1024"),
         ("uniform", "lru", "4096")]
     assert rows[0]["extra"] == "7" and rows[1]["extra"] == ""
-    assert rows[1]["pin"] == "1" and rows[1]["trace_path"] == "/t/x.jsonl"
+    assert rows[1]["pin"] == "on" and rows[1]["trace_path"] == "/t/x.jsonl"
     assert read_csv(path) == rows
 
 
