@@ -1,0 +1,59 @@
+# cython: language_level=3
+"""FIFO: insertion order only; a hit changes nothing; the oldest block is evicted.
+
+Pins: honoured (walk from the oldest towards the newest past pinned blocks; all pinned: the
+oldest).  Memory: base 36 B/slot + list 8 B/slot = 44 B/slot.
+"""
+
+from libc.stdint cimport int64_t, int32_t
+
+from shadow.sim.policy cimport Policy, Access
+from shadow.sim.policies._dlist cimport DList, dl_init, dl_free, dl_push_head, dl_unlink
+
+DEFAULTS = ""
+HONOURS_PINS = True
+NEEDS_NEXT_ACCESS = False
+DESCRIPTION = "first in, first out (libCacheSim FIFO)"
+
+
+cdef class FIFO(Policy):
+    cdef DList q
+
+    def __cinit__(self, int64_t capacity, *args, **kwargs):
+        dl_init(&self.q, capacity)
+
+    def __dealloc__(self):
+        dl_free(&self.q)
+
+    cdef int64_t insert(self, const Access* acc) noexcept nogil:
+        cdef int64_t slot = self._take_slot(acc.block_id)
+        dl_push_head(&self.q, slot)
+        return slot
+
+    cdef int64_t evict(self, const Access* acc) noexcept nogil:
+        cdef int32_t s = self.q.tail
+        if s < 0:
+            return 0
+        while s >= 0 and self.pins[s] > 0:
+            s = self.q.prev[s]
+        if s < 0:
+            s = self.q.tail
+        dl_unlink(&self.q, s)
+        return self._drop_slot(s)
+
+    cdef void remove(self, int64_t slot) noexcept nogil:
+        dl_unlink(&self.q, slot)
+        self._drop_slot(slot)
+
+    def order(self) -> list[int]:
+        """Resident ids from the newest to the oldest (next victim)."""
+        out = []
+        cdef int32_t s = self.q.head
+        while s >= 0:
+            out.append(self.slot_ids[s])
+            s = self.q.next[s]
+        return out
+
+
+def make(capacity: int, params: dict) -> FIFO:
+    return FIFO(capacity)

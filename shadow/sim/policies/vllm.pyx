@@ -1,0 +1,97 @@
+# cython: language_level=3
+"""vLLM's BlockPool eviction order: an LRU *free queue* keyed on release order.
+
+A block is in the free queue iff no running request holds it (its reference count is 0).  A hit
+takes the block out of the queue (vLLM's ``touch``) and raises its count; an insert starts at 1,
+outside the queue; ``on_release`` lowers the count and, at 0, appends the block at the queue's
+most-recent end.  The loop releases a request's blocks tail first (vLLM's
+``free_blocks(reversed(req_blocks))``), so within one request the deepest block is evicted first
+and the root last; eviction pops the least-recent end.
+
+How it differs from ``lru``: recency is the *release* time, not the access time, and blocks held
+by running requests are not evictable at all.  Offline (``feed``: each request released right
+after its access phase, deepest-first replay) the order equals ``lru``'s; with prefix-order replay
+or live admissions (``admit`` ... ``release``) it does not.  Not modelled: vLLM stops matching at
+the first miss and may hold duplicate copies of a hash (see docs/sim.md).
+
+Pins: honoured (skip pinned blocks still in the queue; all pinned: the least recent).  Returns 0
+when the free queue is empty (every resident block is held by a running request).
+Memory: base 36 B/slot + list 8 B/slot + count 4 B/slot = 48 B/slot.
+"""
+
+from libc.stdint cimport int64_t, int32_t
+from libc.stdlib cimport calloc, free
+
+from shadow.sim.policy cimport Policy, Access
+from shadow.sim.policies._dlist cimport DList, dl_init, dl_free, dl_push_head, dl_unlink
+
+DEFAULTS = ""
+HONOURS_PINS = True
+NEEDS_NEXT_ACCESS = False
+DESCRIPTION = "vLLM BlockPool: LRU free queue in release order, tail blocks released first"
+
+
+cdef class VLLM(Policy):
+    cdef DList q           # head: most recently released; tail: next victim
+    cdef int32_t* ref
+
+    def __cinit__(self, int64_t capacity, *args, **kwargs):
+        dl_init(&self.q, capacity)
+        self.ref = <int32_t*>calloc(capacity, sizeof(int32_t))
+        if self.ref == NULL:
+            raise MemoryError()
+        self.wants_release = True
+
+    def __dealloc__(self):
+        dl_free(&self.q)
+        free(self.ref)
+
+    cdef inline bint _queued(self, int64_t slot) noexcept nogil:
+        return self.q.head == slot or self.q.prev[slot] >= 0
+
+    cdef void hit(self, int64_t slot, const Access* acc) noexcept nogil:
+        if self.ref[slot] == 0 and self._queued(slot):
+            dl_unlink(&self.q, slot)
+        self.ref[slot] += 1
+
+    cdef int64_t insert(self, const Access* acc) noexcept nogil:
+        cdef int64_t slot = self._take_slot(acc.block_id)
+        self.ref[slot] = 1
+        return slot
+
+    cdef void on_release(self, int64_t slot) noexcept nogil:
+        if self.ref[slot] > 0:
+            self.ref[slot] -= 1
+            if self.ref[slot] == 0:
+                dl_push_head(&self.q, slot)
+
+    cdef int64_t evict(self, const Access* acc) noexcept nogil:
+        cdef int32_t s = self.q.tail
+        if s < 0:
+            return 0
+        while s >= 0 and self.pins[s] > 0:
+            s = self.q.prev[s]
+        if s < 0:
+            s = self.q.tail
+        dl_unlink(&self.q, s)
+        self.ref[s] = 0
+        return self._drop_slot(s)
+
+    cdef void remove(self, int64_t slot) noexcept nogil:
+        if self._queued(slot):
+            dl_unlink(&self.q, slot)
+        self.ref[slot] = 0
+        self._drop_slot(slot)
+
+    def free_queue(self) -> list[int]:
+        """Ids in the free queue from the next victim to the most recently released."""
+        out = []
+        cdef int32_t s = self.q.tail
+        while s >= 0:
+            out.append(self.slot_ids[s])
+            s = self.q.prev[s]
+        return out
+
+
+def make(capacity: int, params: dict) -> VLLM:
+    return VLLM(capacity)
