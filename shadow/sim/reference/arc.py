@@ -112,3 +112,10 @@ class ARC:
         else:
             return False
         return True
+
+    def on_request(self, ctx) -> None:
+        pass
+
+
+def make(capacity: int, params: dict | None = None) -> ARC:
+    return ARC(capacity, params if params is not None else {})

@@ -22,7 +22,7 @@ HONOURS_PINS = True
 
 class GDSF:
     def __init__(self, capacity: int, params: str | dict | None = None) -> None:
-        p = params if isinstance(params, dict) else parse_params(params, DEFAULTS, where="policy gdsf")
+        p = {**parse_params(None, DEFAULTS), **params} if isinstance(params, dict) else parse_params(params, DEFAULTS, where="policy gdsf")
         self.capacity = capacity
         self.cost_aware = bool(p["cost-aware"])
         self.L = 0.0
@@ -81,3 +81,10 @@ class GDSF:
             return False
         del self.key[bid], self.freq[bid], self.cost[bid]
         return True
+
+    def on_request(self, ctx) -> None:
+        pass
+
+
+def make(capacity: int, params: dict | None = None) -> GDSF:
+    return GDSF(capacity, params if params is not None else {})

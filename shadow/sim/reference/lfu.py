@@ -67,3 +67,10 @@ class LFU:
             return False
         self._leave(bid)
         return True
+
+    def on_request(self, ctx) -> None:
+        pass
+
+
+def make(capacity: int, params: dict | None = None) -> LFU:
+    return LFU(capacity, params if params is not None else {})

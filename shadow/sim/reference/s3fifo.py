@@ -30,10 +30,10 @@ HONOURS_PINS = True
 
 class S3FIFO:
     def __init__(self, capacity: int, params: str | dict | None = None) -> None:
-        p = params if isinstance(params, dict) else parse_params(params, DEFAULTS, where="policy s3fifo")
+        p = {**parse_params(None, DEFAULTS), **params} if isinstance(params, dict) else parse_params(params, DEFAULTS, where="policy s3fifo")
         self.capacity = capacity
         self.threshold = int(p["move-to-main-threshold"])
-        self.small_size = int(capacity * float(p["small-size-ratio"]))
+        self.small_size = max(1, int(capacity * float(p["small-size-ratio"])))
         self.main_size = capacity - self.small_size
         self.ghost_size = int(capacity * float(p["ghost-size-ratio"]))
         # NOTE: OrderedDict order is insertion order: the first key is the tail (next victim).
@@ -127,3 +127,10 @@ class S3FIFO:
         else:
             return False
         return True
+
+    def on_request(self, ctx) -> None:
+        pass
+
+
+def make(capacity: int, params: dict | None = None) -> S3FIFO:
+    return S3FIFO(capacity, params if params is not None else {})

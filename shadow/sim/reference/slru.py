@@ -27,7 +27,7 @@ HONOURS_PINS = True
 
 class SLRU:
     def __init__(self, capacity: int, params: str | dict | None = None) -> None:
-        p = params if isinstance(params, dict) else parse_params(params, DEFAULTS, where="policy slru")
+        p = {**parse_params(None, DEFAULTS), **params} if isinstance(params, dict) else parse_params(params, DEFAULTS, where="policy slru")
         self.capacity = capacity
         self.n_seg = int(p["n-seg"])
         self.seg_size = capacity // self.n_seg
@@ -103,3 +103,10 @@ class SLRU:
             return False
         del self.segs[i][bid]
         return True
+
+    def on_request(self, ctx) -> None:
+        pass
+
+
+def make(capacity: int, params: dict | None = None) -> SLRU:
+    return SLRU(capacity, params if params is not None else {})

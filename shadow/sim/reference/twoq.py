@@ -33,7 +33,7 @@ def _first_unpinned(queue, pinned):
 
 class TwoQ:
     def __init__(self, capacity: int, params: str | dict | None = None) -> None:
-        p = params if isinstance(params, dict) else parse_params(params, DEFAULTS, where="policy twoq")
+        p = {**parse_params(None, DEFAULTS), **params} if isinstance(params, dict) else parse_params(params, DEFAULTS, where="policy twoq")
         self.capacity = capacity
         self.ain_size = int(capacity * float(p["Ain-size-ratio"]))
         self.aout_size = int(capacity * float(p["Aout-size-ratio"]))
@@ -114,3 +114,10 @@ class TwoQ:
         else:
             return False
         return True
+
+    def on_request(self, ctx) -> None:
+        pass
+
+
+def make(capacity: int, params: dict | None = None) -> TwoQ:
+    return TwoQ(capacity, params if params is not None else {})

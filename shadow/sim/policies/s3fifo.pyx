@@ -1,0 +1,291 @@
+# cython: language_level=3
+"""S3-FIFO (libCacheSim 0.3.5 ``S3FIFO.c``): a small FIFO, a main FIFO with reinsertion, a ghost FIFO.
+
+Sizes are truncated as libCacheSim does: ``small = int(C * small-size-ratio)`` (at least 1 here;
+libCacheSim refuses such tiny caches), ``main = C - small``, ``ghost = int(C * ghost-size-ratio)``.
+
+* insert: an id in the ghost leaves it and goes to main's head; before the first eviction a full
+  small queue sends new ids to main; otherwise to small's head.  freq starts at 0.
+* hit: ``freq += 1`` (saturating at 255; libCacheSim only ever uses ``min(freq, 3)`` and the
+  threshold).
+* evict: main if it is over its size or small is empty, else small.  Small's tail with
+  ``freq >= move-to-main-threshold`` moves to main's head (freq 0); the first tail below the
+  threshold leaves into the ghost.  Main's tail with ``freq >= 1`` is reinserted at the head with
+  ``min(freq, 3) - 1``; the first tail with freq 0 leaves.  One call evicts exactly one block
+  (libCacheSim's ``get`` loops over ``evict`` until a block leaves; this does it inside).
+
+Pins: honoured.  A pinned block is still promoted/reinserted as it would be unpinned but is never
+the victim while an unpinned candidate exists: the walk passes it; a queue with only pinned
+candidates sends the eviction to the other queue; only if both have none is the plain tail taken.
+
+Memory: base 36 B/slot + lists 8 + freq/queue 2 B/slot + ghost (16 B node + 18 B map per ghost
+entry, ``ghost-size-ratio`` of C): about 46 B/slot of S3FIFO's own state at the defaults.
+"""
+
+from libc.stdint cimport int64_t, int32_t, uint8_t
+from libc.stdlib cimport malloc, calloc, realloc, free
+
+from shadow.errors import ShadowError
+from shadow.sim.idtable cimport IdMap, idmap_init, idmap_free, idmap_put
+from shadow.sim.policy cimport Policy, Access
+from shadow.sim.policies._dlist cimport DList, dl_init, dl_free, dl_push_head, dl_unlink
+
+DEFAULTS = "small-size-ratio=0.10,ghost-size-ratio=0.90,move-to-main-threshold=2"
+HONOURS_PINS = True
+NEEDS_NEXT_ACCESS = False
+DESCRIPTION = "S3-FIFO: small FIFO, main FIFO with reinsertion, ghost FIFO (libCacheSim S3FIFO)"
+
+
+# ---- ghost pool ------------------------------------------------------------------------------
+
+cdef inline int64_t _map_capacity(int64_t cap) noexcept nogil:
+    # NOTE: IdMap has 2 * capacity entries; 3/4 of the pool keeps its load <= 2/3 when full.
+    return cap * 3 // 4 + 8
+
+
+cdef int gp_init(GhostPool* g, int64_t cap) except -1:
+    cdef int64_t i
+    if cap < 1:
+        cap = 1
+    g.cap = cap
+    g.n_used = 0
+    g.ids = <int64_t*>calloc(cap, sizeof(int64_t))
+    g.prev = <int32_t*>malloc(cap * sizeof(int32_t))
+    g.next = <int32_t*>malloc(cap * sizeof(int32_t))
+    g.which = <uint8_t*>calloc(cap, sizeof(uint8_t))
+    if g.ids == NULL or g.prev == NULL or g.next == NULL or g.which == NULL:
+        gp_free(g)
+        raise MemoryError(f"cannot allocate a ghost queue of {cap} entries")
+    for i in range(cap):
+        g.prev[i] = -1
+        g.next[i] = <int32_t>(i + 1) if i + 1 < cap else -1
+    g.free_head = 0
+    idmap_init(&g.map, _map_capacity(cap))
+    return 0
+
+
+cdef void gp_free(GhostPool* g) noexcept nogil:
+    free(g.ids)
+    free(g.prev)
+    free(g.next)
+    free(g.which)
+    g.ids = NULL
+    g.prev = NULL
+    g.next = NULL
+    g.which = NULL
+    if g.map.keys != NULL:
+        idmap_free(&g.map)
+
+
+cdef int gp_grow(GhostPool* g) noexcept nogil:
+    """Grow the pool by half (rare: only ARC's ghosts are not bounded by a fixed size)."""
+    cdef int64_t old = g.cap, cap = g.cap + g.cap // 2 + 16, i
+    cdef int64_t* ids = <int64_t*>realloc(g.ids, cap * sizeof(int64_t))
+    if ids == NULL:
+        return -1
+    g.ids = ids
+    cdef int32_t* prev = <int32_t*>realloc(g.prev, cap * sizeof(int32_t))
+    if prev == NULL:
+        return -1
+    g.prev = prev
+    cdef int32_t* nxt = <int32_t*>realloc(g.next, cap * sizeof(int32_t))
+    if nxt == NULL:
+        return -1
+    g.next = nxt
+    cdef uint8_t* which = <uint8_t*>realloc(g.which, cap * sizeof(uint8_t))
+    if which == NULL:
+        return -1
+    g.which = which
+    cdef IdMap m
+    cdef int64_t mcap = _map_capacity(cap)
+    m.size = <unsigned long long>(2 * mcap)
+    m.n = 0
+    m.keys = <int64_t*>calloc(m.size, sizeof(int64_t))
+    m.vals = <int32_t*>calloc(m.size, sizeof(int32_t))
+    if m.keys == NULL or m.vals == NULL:
+        free(m.keys)
+        free(m.vals)
+        return -1
+    for i in range(old):
+        if g.ids[i] != 0:
+            idmap_put(&m, g.ids[i], <int32_t>i)
+    idmap_free(&g.map)
+    g.map = m
+    for i in range(old, cap):
+        g.ids[i] = 0
+        g.which[i] = 0
+        g.prev[i] = -1
+        g.next[i] = <int32_t>(i + 1) if i + 1 < cap else g.free_head
+    g.free_head = <int32_t>old
+    g.cap = cap
+    return 0
+
+
+# ---- S3FIFO ----------------------------------------------------------------------------------
+
+cdef class S3FIFO(Policy):
+    """See the module docstring.  ``small``/``main`` share one pair of link arrays."""
+
+    def __cinit__(self, int64_t capacity, double small_ratio=0.10, double ghost_ratio=0.90,
+                  int64_t threshold=2, *args, **kwargs):
+        self.small_size = <int64_t>(capacity * small_ratio)
+        if self.small_size < 1:
+            self.small_size = 1
+        self.main_size = capacity - self.small_size
+        self.ghost_size = <int64_t>(capacity * ghost_ratio)
+        self.threshold = threshold
+        self.has_evicted = False
+        dl_init(&self.small, capacity)
+        self.main = self.small
+        self.freq = <uint8_t*>calloc(capacity, sizeof(uint8_t))
+        self.in_main = <uint8_t*>calloc(capacity, sizeof(uint8_t))
+        if self.freq == NULL or self.in_main == NULL:
+            raise MemoryError(f"cannot allocate an S3FIFO cache of {capacity} slots")
+        gp_init(&self.gpool, self.ghost_size)
+        self.ghost.head = -1
+        self.ghost.tail = -1
+        self.ghost.n = 0
+
+    def __dealloc__(self):
+        # NOTE: main shares small's arrays; free them once.
+        dl_free(&self.small)
+        free(self.freq)
+        free(self.in_main)
+        gp_free(&self.gpool)
+
+    cdef void hit(self, int64_t slot, const Access* acc) noexcept nogil:
+        if self.freq[slot] < 255:
+            self.freq[slot] += 1
+
+    cdef int64_t insert(self, const Access* acc) noexcept nogil:
+        cdef int32_t node = gp_find(&self.gpool, acc.block_id)
+        cdef int64_t slot = self._take_slot(acc.block_id)
+        self.freq[slot] = 0
+        if node >= 0:
+            gq_unlink(&self.gpool, &self.ghost, node)
+            self.in_main[slot] = 1
+            dl_push_head(&self.main, slot)
+        elif not self.has_evicted and self.small.n >= self.small_size:
+            self.in_main[slot] = 1
+            dl_push_head(&self.main, slot)
+        else:
+            self.in_main[slot] = 0
+            dl_push_head(&self.small, slot)
+        return slot
+
+    cdef void _ghost_add(self, int64_t block_id) noexcept nogil:
+        if self.ghost_size <= 0:
+            return
+        while self.ghost.n >= self.ghost_size:
+            gq_pop_tail(&self.gpool, &self.ghost)
+        gq_push_head(&self.gpool, &self.ghost, block_id, 1)
+
+    cdef int64_t _evict_small(self) noexcept nogil:
+        cdef int32_t s = self.small.tail, nxt
+        cdef int64_t block_id
+        while s >= 0:
+            nxt = self.small.prev[s]
+            if self.freq[s] >= self.threshold:
+                dl_unlink(&self.small, s)
+                self.freq[s] = 0
+                self.in_main[s] = 1
+                dl_push_head(&self.main, s)
+            elif self.pins[s] <= 0:
+                dl_unlink(&self.small, s)
+                block_id = self._drop_slot(s)
+                self._ghost_add(block_id)
+                return block_id
+            s = nxt
+        return 0
+
+    cdef int64_t _evict_main(self) noexcept nogil:
+        cdef int32_t s = self.main.tail, nxt
+        cdef uint8_t f
+        while s >= 0:
+            f = self.freq[s]
+            if f >= 1:
+                # NOTE: computed before the move; a reinserted block is met again after the
+                # blocks ahead of it, exactly as libCacheSim's repeated "take the tail".
+                nxt = self.main.prev[s]
+                if nxt < 0:
+                    nxt = s
+                else:
+                    dl_unlink(&self.main, s)
+                    dl_push_head(&self.main, s)
+                self.freq[s] = (f if f < 3 else 3) - 1
+                s = nxt
+            elif self.pins[s] > 0:
+                s = self.main.prev[s]
+            else:
+                dl_unlink(&self.main, s)
+                return self._drop_slot(s)
+        return 0
+
+    cdef int64_t evict(self, const Access* acc) noexcept nogil:
+        cdef int64_t victim
+        cdef int32_t s
+        if self.n_resident == 0:
+            return 0
+        self.has_evicted = True
+        if self.main.n > self.main_size or self.small.n == 0:
+            victim = self._evict_main()
+            if victim == 0:
+                victim = self._evict_small()
+        else:
+            victim = self._evict_small()
+            if victim == 0:
+                victim = self._evict_main()
+        if victim == 0:
+            # best effort: every candidate is pinned
+            if self.small.n > 0:
+                s = self.small.tail
+                dl_unlink(&self.small, s)
+                victim = self._drop_slot(s)
+                self._ghost_add(victim)
+            else:
+                s = self.main.tail
+                dl_unlink(&self.main, s)
+                victim = self._drop_slot(s)
+        return victim
+
+    cdef void remove(self, int64_t slot) noexcept nogil:
+        if self.in_main[slot]:
+            dl_unlink(&self.main, slot)
+        else:
+            dl_unlink(&self.small, slot)
+        self._drop_slot(slot)
+
+    # ---- Python-level views (tests) ----
+
+    def queues(self) -> dict[str, list[int]]:
+        """Ids per queue from the head (newest) to the tail (next candidate); freq per resident id."""
+        cdef int32_t s
+        out = {"small": [], "main": [], "ghost": [], "freq": {}}
+        s = self.small.head
+        while s >= 0:
+            out["small"].append(self.slot_ids[s])
+            out["freq"][self.slot_ids[s]] = self.freq[s]
+            s = self.small.next[s]
+        s = self.main.head
+        while s >= 0:
+            out["main"].append(self.slot_ids[s])
+            out["freq"][self.slot_ids[s]] = self.freq[s]
+            s = self.main.next[s]
+        s = self.ghost.head
+        while s >= 0:
+            out["ghost"].append(self.gpool.ids[s])
+            s = self.gpool.next[s]
+        return out
+
+
+def make(capacity: int, params: dict) -> S3FIFO:
+    small = float(params.get("small-size-ratio", 0.10))
+    ghost = float(params.get("ghost-size-ratio", 0.90))
+    threshold = int(params.get("move-to-main-threshold", 2))
+    if not 0.0 < small < 1.0:
+        raise ShadowError(f"policy s3fifo: small-size-ratio must be in (0, 1), got {small}")
+    if not 0.0 <= ghost <= 4.0:
+        raise ShadowError(f"policy s3fifo: ghost-size-ratio must be in [0, 4], got {ghost}")
+    if not 1 <= threshold <= 255:
+        raise ShadowError(f"policy s3fifo: move-to-main-threshold must be in [1, 255], got {threshold}")
+    return S3FIFO(capacity, small, ghost, threshold)
