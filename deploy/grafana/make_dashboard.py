@@ -58,10 +58,10 @@ def token_ratio(sel: str = CACHE_SEL) -> str:
 
 
 def engine_capacity_info() -> str:
-    """1 for the engine's own capacity, as a capacity_blocks label (from vllm:cache_config_info)."""
+    """1 for the engine's own capacity, as a capacity_blocks label (from shadow_engine_capacity_blocks)."""
     return (
-        'max by (deployment, engine, capacity_blocks) (label_replace(vllm:cache_config_info{engine=~"$engine"},'
-        ' "capacity_blocks", "$1", "num_gpu_blocks", "(.+)"))'
+        f'count_values by ({ENGINE_BY}) ("capacity_blocks", '
+        f'max by ({ENGINE_BY}) (shadow_engine_capacity_blocks{{{ENGINE_SEL}}}))'
     )
 
 
@@ -70,7 +70,7 @@ def vllm_at_engine_capacity() -> str:
     sel = ENGINE_SEL + ', policy="vllm"'
     return (
         f"max by ({ENGINE_BY}) (({token_ratio(sel)})"
-        f" * on (deployment, engine, capacity_blocks) group_left() {engine_capacity_info()})"
+        f" * on ({ENGINE_BY}, capacity_blocks) group_left() {engine_capacity_info()})"
     )
 
 
