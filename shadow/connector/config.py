@@ -1,0 +1,306 @@
+"""``kv_connector_extra_config`` of the shadow connector: parsed and validated once, at start-up.
+
+Every key is optional; with none given the connector simulates the default policies at the
+engine's own capacity x 0.5, 1, 2 and 4, records nothing and serves metrics only through vLLM's
+``/metrics``.  A bad value raises :class:`shadow.errors.ShadowError` from the connector's
+constructor, i.e. while the engine starts, with a one-line message naming the key
+(``kv_connector_extra_config.capacities[1]: ...``); nothing is validated later in the serving
+loop.
+
+This module imports no vLLM: the connector hands it plain numbers read from vLLM's configs.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from collections.abc import Callable
+from typing import Any
+
+from shadow.errors import ShadowError
+
+PREFIX = "kv_connector_extra_config"
+
+#: Policies simulated when ``policies`` is not given (``vllm`` first: it is the fidelity check).
+DEFAULT_POLICIES = ("vllm", "lru", "s3fifo", "arc", "sieve")
+#: Capacities as multiples of the engine's own block count, when ``capacity_factors`` is not given.
+DEFAULT_CAPACITY_FACTORS = (0.5, 1.0, 2.0, 4.0)
+
+MATCH_MODES = ("vllm", "full")
+
+KNOWN_KEYS = frozenset({
+    "policies", "capacities", "capacity_factors", "cost_model", "pin", "match", "record_dir",
+    "segment_max_bytes", "segment_max_seconds", "record_flush_ms", "metrics_port",
+    "metrics_host", "queue_size", "id_horizon_s", "prediction_log_size", "engine_id",
+    "dp_rank", "enabled",
+})
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """One policy name with its ``k=v,k=v`` parameters (empty for the defaults)."""
+
+    name: str
+    params: str = ""
+
+    @property
+    def label(self) -> str:
+        return self.name if not self.params else f"{self.name}({self.params})"
+
+
+@dataclass(frozen=True)
+class ShadowConfig:
+    """The validated configuration.  ``caches`` is the policies x capacities product."""
+
+    block_size: int
+    engine_blocks: int
+    policies: tuple[PolicySpec, ...]
+    capacities: tuple[int, ...]
+    cost_model: str = "uniform"
+    pin: bool = True
+    match: str = "vllm"
+    record_dir: str | None = None
+    segment_max_bytes: int = 256 << 20
+    segment_max_seconds: float = 3600.0
+    record_flush_ms: float = 20.0
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
+    queue_size: int = 8192
+    id_horizon_s: float = 600.0
+    prediction_log_size: int = 1024
+    engine_id: str = "0"
+    dp_rank: int = 0
+    enabled: bool = True
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def caches(self) -> list[tuple[PolicySpec, int]]:
+        return [(p, c) for p in self.policies for c in self.capacities]
+
+
+def _err(key: str, msg: str) -> ShadowError:
+    return ShadowError(f"{PREFIX}.{key}: {msg}")
+
+
+def _as_list(value: Any, key: str) -> list:
+    if isinstance(value, str):
+        return [x.strip() for x in value.split(";" if ":" in value else ",") if x.strip()]
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    raise _err(key, f"expected a list or a comma-separated string, got {type(value).__name__}")
+
+
+def _int(value: Any, key: str, *, lo: int | None = None, hi: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, str, float)):
+        raise _err(key, f"expected an integer, got {value!r}")
+    try:
+        f = float(value)
+        v = int(f)
+        if v != f:
+            raise ValueError
+    except (ValueError, OverflowError):
+        raise _err(key, f"expected an integer, got {value!r}") from None
+    if lo is not None and v < lo:
+        raise _err(key, f"must be >= {lo}, got {v}")
+    if hi is not None and v > hi:
+        raise _err(key, f"must be <= {hi}, got {v}")
+    return v
+
+
+def _float(value: Any, key: str, *, lo: float | None = None, positive: bool = False) -> float:
+    if isinstance(value, bool):
+        raise _err(key, f"expected a number, got {value!r}")
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise _err(key, f"expected a number, got {value!r}") from None
+    if not math.isfinite(v):
+        raise _err(key, f"expected a finite number, got {value!r}")
+    if positive and v <= 0:
+        raise _err(key, f"must be > 0, got {v:g}")
+    if lo is not None and v < lo:
+        raise _err(key, f"must be >= {lo:g}, got {v:g}")
+    return v
+
+
+def _bool(value: Any, key: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("1", "true", "yes", "on", "0", "false",
+                                                    "no", "off"):
+        return value.lower() in ("1", "true", "yes", "on")
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    raise _err(key, f"expected true or false, got {value!r}")
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b?|b)?\s*$", re.I)
+
+
+def _bytes(value: Any, key: str) -> int:
+    """An integer byte count, or a string like ``64MiB`` / ``1G``."""
+    if isinstance(value, str):
+        m = _SIZE.match(value)
+        if not m:
+            raise _err(key, f"expected a byte count such as 268435456 or '256MiB', got {value!r}")
+        unit = (m.group(2) or "b").lower()[0]
+        mult = {"b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}[unit]
+        v = int(float(m.group(1)) * mult)
+    else:
+        v = _int(value, key)
+    if v < 4096:
+        raise _err(key, f"must be at least 4096 bytes, got {v}")
+    return v
+
+
+def _check_policy_with_registry(name: str, params: str) -> None:
+    """Refuse what cannot run live: unbuilt policies, oracles, bad parameters."""
+    from shadow.sim.params import parse_params
+    from shadow.sim.registry import policy_info
+
+    info = policy_info(name)  # raises PolicyNotBuilt (a ShadowError) with a clear message
+    if info.needs_next_access:
+        raise ShadowError(f"policy {name!r} needs the future (next-access times) and cannot run "
+                          "live; simulate it offline on the recording")
+    parse_params(params or None, info.defaults, where=f"policy {name}")
+
+
+def _policies(value: Any, known: list[str] | None,
+              check: Callable[[str, str], None] | None) -> tuple[PolicySpec, ...]:
+    items = _as_list(value, "policies")
+    if not items:
+        raise _err("policies", "is empty: give at least one policy")
+    out: list[PolicySpec] = []
+    for i, item in enumerate(items):
+        key = f"policies[{i}]"
+        if isinstance(item, dict):
+            name, params = item.get("name") or item.get("policy"), item.get("params", "")
+            if not isinstance(params, str):
+                params = ",".join(f"{k}={v}" for k, v in dict(params).items())
+        elif isinstance(item, str):
+            name, _, params = item.partition(":")
+        else:
+            raise _err(key, f"expected a policy name, got {item!r}")
+        if not isinstance(name, str) or not name.strip():
+            raise _err(key, f"expected a policy name, got {item!r}")
+        name, params = name.strip(), params.strip()
+        if known is not None and name not in known:
+            raise _err(key, f"unknown policy {name!r} (known: {', '.join(sorted(known))})")
+        if check is not None:
+            try:
+                check(name, params)
+            except ShadowError as exc:
+                raise _err(key, str(exc)) from None
+        spec = PolicySpec(name, params)
+        if spec in out:
+            raise _err(key, f"policy {spec.label!r} is listed twice")
+        out.append(spec)
+    return tuple(out)
+
+
+def parse_extra_config(extra: dict[str, Any] | None, *, block_size: int, engine_blocks: int,
+                       engine_id: str = "0", dp_rank: int = 0,
+                       known_policies: list[str] | None = None,
+                       check_policy: Callable[[str, str], None] | None = None,
+                       check_cost_model: bool = True) -> ShadowConfig:
+    """Validate ``kv_connector_extra_config`` against the engine's block size and block count.
+
+    ``engine_blocks`` is the engine's usable KV block count (without vLLM's null block);
+    default capacities are ``round(engine_blocks * f)`` for each of ``capacity_factors``, then
+    ``capacities`` (absolute block counts) are added; duplicates collapse.
+    """
+    extra = dict(extra or {})
+    if not isinstance(block_size, int) or block_size <= 0:
+        raise ShadowError(f"shadow connector: the engine's block size {block_size!r} is unusable")
+    if engine_blocks <= 0:
+        raise ShadowError(f"shadow connector: the engine reports {engine_blocks} KV blocks")
+    # NOTE: other connectors' keys may share a MultiConnector child's dict only through nesting,
+    # so an unknown key here is a typo, not someone else's setting.
+    unknown = sorted(k for k in extra if k not in KNOWN_KEYS)
+    if unknown:
+        raise _err(unknown[0], f"unknown key (known: {', '.join(sorted(KNOWN_KEYS))})")
+
+    if known_policies is None:
+        from shadow.sim.registry import is_built, list_policies
+
+        known_policies = list(list_policies())
+        check_policy = check_policy or _check_policy_with_registry
+        built = [p for p in DEFAULT_POLICIES if is_built(p)]
+    else:
+        built = [p for p in DEFAULT_POLICIES if p in known_policies]
+    if "policies" in extra:
+        policies = _policies(extra["policies"], known_policies, check_policy)
+    else:
+        policies = tuple(PolicySpec(p) for p in built)
+        if not policies:
+            raise ShadowError("shadow connector: none of the default policies "
+                              f"{', '.join(DEFAULT_POLICIES)} is built")
+
+    factors = (_as_list(extra["capacity_factors"], "capacity_factors")
+               if "capacity_factors" in extra else list(DEFAULT_CAPACITY_FACTORS))
+    caps: list[int] = []
+    for i, f in enumerate(factors):
+        v = _float(f, f"capacity_factors[{i}]", positive=True)
+        caps.append(max(1, int(round(engine_blocks * v))))
+    if "capacities" in extra:
+        for i, c in enumerate(_as_list(extra["capacities"], "capacities")):
+            caps.append(_int(c, f"capacities[{i}]", lo=1, hi=1 << 31))
+    capacities = tuple(sorted(set(caps)))
+    if not capacities:
+        raise _err("capacities", "no capacity left: capacity_factors and capacities are both "
+                   "empty")
+
+    cost_model = str(extra.get("cost_model", "uniform"))
+    if check_cost_model:
+        from shadow.sim.cost import parse_cost_model
+
+        try:
+            parse_cost_model(cost_model)
+        except ShadowError as exc:
+            raise _err("cost_model", str(exc)) from None
+
+    match = str(extra.get("match", "vllm"))
+    if match not in MATCH_MODES:
+        raise _err("match", f"unknown match mode {match!r} (known: {', '.join(MATCH_MODES)})")
+
+    record_dir = extra.get("record_dir")
+    if record_dir is not None:
+        if not isinstance(record_dir, str) or not record_dir.strip():
+            raise _err("record_dir", f"expected a directory path, got {record_dir!r}")
+        record_dir = os.path.abspath(os.path.expanduser(record_dir))
+        if os.path.exists(record_dir) and not os.path.isdir(record_dir):
+            raise _err("record_dir", f"{record_dir} exists and is not a directory")
+
+    metrics_port = extra.get("metrics_port")
+    if metrics_port is not None:
+        metrics_port = _int(metrics_port, "metrics_port", lo=0, hi=65535)
+    metrics_host = extra.get("metrics_host", "127.0.0.1")
+    if not isinstance(metrics_host, str) or not metrics_host:
+        raise _err("metrics_host", f"expected a host name or address, got {metrics_host!r}")
+
+    return ShadowConfig(
+        block_size=block_size,
+        engine_blocks=engine_blocks,
+        policies=policies,
+        capacities=capacities,
+        cost_model=cost_model,
+        pin=_bool(extra.get("pin", True), "pin"),
+        match=match,
+        record_dir=record_dir,
+        segment_max_bytes=_bytes(extra.get("segment_max_bytes", 256 << 20), "segment_max_bytes"),
+        segment_max_seconds=_float(extra.get("segment_max_seconds", 3600.0),
+                                   "segment_max_seconds", positive=True),
+        record_flush_ms=_float(extra.get("record_flush_ms", 20.0), "record_flush_ms", lo=0.0),
+        metrics_port=metrics_port,
+        metrics_host=metrics_host,
+        queue_size=_int(extra.get("queue_size", 8192), "queue_size", lo=1, hi=1 << 24),
+        id_horizon_s=_float(extra.get("id_horizon_s", 600.0), "id_horizon_s", positive=True),
+        prediction_log_size=_int(extra.get("prediction_log_size", 1024), "prediction_log_size",
+                                 lo=0, hi=1 << 24),
+        engine_id=str(extra.get("engine_id", engine_id)),
+        dp_rank=_int(extra.get("dp_rank", dp_rank), "dp_rank", lo=0),
+        enabled=_bool(extra.get("enabled", True), "enabled"),
+        extra=extra,
+    )

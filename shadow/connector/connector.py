@@ -1,0 +1,391 @@
+"""``ShadowConnector``: a pure observer on vLLM's KV connector API (vLLM >= 0.27, < 0.34).
+
+Loaded with::
+
+    --kv-transfer-config '{"kv_connector": "ShadowConnector",
+                           "kv_connector_module_path": "shadow.connector",
+                           "kv_role": "kv_producer", "kv_connector_extra_config": {...}}'
+
+or by name (``"kv_connector": "ShadowConnector"`` without a module path, e.g. inside a
+MultiConnector) once the ``vllm.general_plugins`` entry point has registered it.
+
+It never changes what the engine does: no external tokens (``(0, False)``), no delayed frees,
+``requires_kv_delivery`` False, an empty metadata object, and a worker side that does nothing.
+It subclasses ``SupportsHMA`` so hybrid models keep their KV cache manager.
+
+Scheduler-side flow (engine-core process, one instance per engine / DP rank):
+
+* ``get_num_new_matched_tokens(req, local_hit)``: remember the engine's block-aligned local hit
+  (may repeat; idempotent).
+* ``update_state_after_alloc``: the request is admitted: copy its prompt block hashes and queue
+  an admission (the worker matches, allocates and pins in every shadow cache).
+* ``build_connector_meta``: preempted requests release their pins.
+* ``request_finished*``: queue a release with the blocks of generated tokens (hashed by vLLM up
+  to ``num_computed_tokens``), then the worker unpins and records the request.
+
+Every hook catches its exceptions, counts them in ``shadow_errors_total`` and logs once; nothing
+raises into the engine.  Bad configuration raises :class:`shadow.errors.ShadowError` from the
+constructor, i.e. at start-up.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import weakref
+from typing import TYPE_CHECKING, Any
+
+import vllm
+from vllm.distributed.kv_transfer.kv_connector.v1.base import (KVConnectorBase_V1,
+                                                               KVConnectorMetadata,
+                                                               KVConnectorRole, SupportsHMA)
+
+from shadow.connector.config import ShadowConfig, parse_extra_config
+from shadow.connector.metrics import (ShadowCollector, ShadowPromMetrics, ShadowStats,
+                                      stats_delta, start_endpoint)
+from shadow.connector.worker import (ADMIT, PREEMPT, RELEASE, RESET, CACHE_FIELDS, Prediction,
+                                     ShadowWorker)
+from shadow.errors import ShadowError
+
+if TYPE_CHECKING:
+    from vllm.config import VllmConfig
+    from vllm.v1.core.sched.output import SchedulerOutput
+    from vllm.v1.request import Request
+
+logger = logging.getLogger(__name__)
+
+SUPPORTED_VLLM = ((0, 27), (0, 34))  # [min, max)
+
+#: Live scheduler-side instances in this process (tests read predictions through these).
+INSTANCES: "weakref.WeakSet[ShadowConnector]" = weakref.WeakSet()
+
+
+def _version_tuple(v: str) -> tuple[int, int]:
+    parts = []
+    for p in v.split(".")[:2]:
+        num = "".join(ch for ch in p if ch.isdigit())
+        parts.append(int(num) if num else 0)
+    while len(parts) < 2:
+        parts.append(0)
+    return parts[0], parts[1]
+
+
+class ShadowConnectorMetadata(KVConnectorMetadata):
+    """Empty: the observer sends nothing to the workers."""
+
+
+_EMPTY_META = ShadowConnectorMetadata()
+
+
+class _HookCounters:
+    """Counters written only by the scheduler thread (read elsewhere without a lock)."""
+
+    __slots__ = ("observed", "dropped", "errors", "engine_query", "engine_hit")
+
+    def __init__(self) -> None:
+        self.observed = self.dropped = self.errors = 0
+        self.engine_query = self.engine_hit = 0
+
+
+class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
+    """Observer connector running shadow prefix caches in lockstep with the engine."""
+
+    def __init__(self, vllm_config: "VllmConfig", role: KVConnectorRole,
+                 kv_cache_config: Any = None) -> None:
+        super().__init__(vllm_config, role, kv_cache_config)
+        self._shadow_on = False
+        self._worker: ShadowWorker | None = None
+        self._endpoint = None
+        if role != KVConnectorRole.SCHEDULER:
+            return  # NOTE: the worker side has nothing to do; only the scheduler sees requests
+        ver = _version_tuple(getattr(vllm, "__version__", "0.0"))
+        if not (SUPPORTED_VLLM[0] <= ver < SUPPORTED_VLLM[1]):
+            logger.warning("shadow connector: vLLM %s is outside the tested range >= 0.27, < 0.34",
+                           vllm.__version__)
+        self.cfg = self._parse_config(vllm_config, kv_cache_config)
+        self.block_size = self.cfg.block_size
+        self.counters = _HookCounters()
+        self._local_hit: dict[str, int] = {}
+        # request id -> (request, number of block hashes admitted)
+        self._inflight: dict[str, tuple[Any, int]] = {}
+        self._dropped_ids: set[str] = set()
+        self._logged: set[str] = set()
+        self._last_payload: dict[str, Any] | None = None
+        self._stats_lock = threading.Lock()
+        if not self.cfg.enabled:
+            logger.info("shadow connector: disabled by configuration (observer only)")
+            return
+        recorder = None
+        if self.cfg.record_dir:
+            from shadow.connector.recorder import Recorder
+
+            recorder = Recorder(self.cfg.record_dir, block_size=self.block_size,
+                                engine_id=self.cfg.engine_id, dp_rank=self.cfg.dp_rank,
+                                max_bytes=self.cfg.segment_max_bytes,
+                                max_seconds=self.cfg.segment_max_seconds,
+                                flush_ms=self.cfg.record_flush_ms,
+                                producer=(f"shadow connector; vllm {vllm.__version__}; "
+                                          f"block_size {self.block_size}; "
+                                          f"hash {self._hash_algo(vllm_config)}"))
+        self._worker = ShadowWorker(self.cfg, recorder=recorder)
+        self._shadow_on = True
+        self.model_name = self._model_name(vllm_config)
+        if self.cfg.metrics_port is not None:
+            port = self.cfg.metrics_port + self.cfg.dp_rank if self.cfg.metrics_port else 0
+            try:
+                self._endpoint = start_endpoint(self.cfg.metrics_host, port, ShadowCollector(
+                    self.cumulative_payload, self.model_name, str(self.cfg.dp_rank)))
+            except OSError as exc:
+                raise ShadowError(f"kv_connector_extra_config.metrics_port: cannot listen on "
+                                  f"{self.cfg.metrics_host}:{port}: {exc.strerror}") from None
+        INSTANCES.add(self)
+        logger.info("shadow connector: %d shadow caches (%s x capacities %s blocks of %d tokens), "
+                    "engine capacity %d blocks, recording %s, metrics endpoint %s",
+                    len(self.cfg.caches), ",".join(p.label for p in self.cfg.policies),
+                    ",".join(map(str, self.cfg.capacities)), self.block_size,
+                    self.cfg.engine_blocks, self.cfg.record_dir or "off",
+                    self.metrics_address or "off")
+
+    # -- configuration ------------------------------------------------------------------------
+    @staticmethod
+    def _parse_config(vllm_config: "VllmConfig", kv_cache_config: Any) -> ShadowConfig:
+        if kv_cache_config is None:
+            raise ShadowError("shadow connector: vLLM passed no kv_cache_config (vLLM < 0.27 is "
+                              "not supported)")
+        block_size = getattr(kv_cache_config, "hash_block_size", None)
+        if not block_size:
+            block_size = vllm_config.cache_config.block_size
+        # NOTE: vLLM's block pool keeps one null block out of num_blocks.
+        engine_blocks = int(kv_cache_config.num_blocks) - 1
+        ktc = vllm_config.kv_transfer_config
+        extra = dict(getattr(ktc, "kv_connector_extra_config", None) or {})
+        pc = vllm_config.parallel_config
+        dp_rank = int(getattr(pc, "data_parallel_rank", 0) or 0)
+        # NOTE: KVTransferConfig.engine_id defaults to a fresh uuid4 per start, which would make
+        # segment names unstable; the recording's engine name comes from extra_config.engine_id.
+        return parse_extra_config(extra, block_size=int(block_size), engine_blocks=engine_blocks,
+                                  engine_id="0", dp_rank=dp_rank)
+
+    @staticmethod
+    def _model_name(vllm_config: "VllmConfig") -> str:
+        mc = vllm_config.model_config
+        name = getattr(mc, "served_model_name", None) or getattr(mc, "model", "")
+        if isinstance(name, (list, tuple)):
+            name = name[0] if name else ""
+        return str(name)
+
+    @staticmethod
+    def _hash_algo(vllm_config: "VllmConfig") -> str:
+        return str(getattr(vllm_config.cache_config, "prefix_caching_hash_algo", "?"))
+
+    @property
+    def metrics_address(self) -> str | None:
+        if self._endpoint is None:
+            return None
+        host, port = self._endpoint.server_address[:2]
+        return f"{host}:{port}"
+
+    # -- error handling -----------------------------------------------------------------------
+    def _error(self, where: str, exc: BaseException) -> None:
+        self.counters.errors += 1
+        if where not in self._logged:
+            self._logged.add(where)
+            logger.error("shadow connector: %s failed; the engine keeps serving (counted in "
+                         "shadow_errors_total, logged once): %r", where, exc, exc_info=exc)
+
+    # -- scheduler-side hooks -----------------------------------------------------------------
+    def get_num_new_matched_tokens(self, request: "Request",
+                                   num_computed_tokens: int) -> tuple[int | None, bool]:
+        if self._shadow_on:
+            try:
+                self._local_hit[request.request_id] = num_computed_tokens
+            except Exception as exc:  # noqa: BLE001
+                self._error("get_num_new_matched_tokens", exc)
+        return 0, False
+
+    def update_state_after_alloc(self, request: "Request", blocks: Any,
+                                 num_external_tokens: int) -> None:
+        if not self._shadow_on:
+            return
+        try:
+            rid = request.request_id
+            local_hit = self._local_hit.pop(rid, 0)
+            if rid in self._inflight:
+                return  # NOTE: a second allocation callback for an admitted request
+            hashes = request.block_hashes[:]
+            num_tokens = request.num_tokens
+            preempted = request.num_preemptions > 0
+            c = self.counters
+            if not preempted:
+                c.observed += 1
+                # NOTE: like vLLM's own prefix-cache stats, preempted re-admissions are excluded
+                c.engine_query += num_tokens
+                c.engine_hit += local_hit
+            if rid in self._dropped_ids:
+                return
+            if self._worker.submit((ADMIT, rid, hashes, num_tokens, local_hit, preempted,
+                                    request.arrival_time)):
+                self._inflight[rid] = (request, len(hashes))
+            else:
+                c.dropped += 1
+                self._dropped_ids.add(rid)
+        except Exception as exc:  # noqa: BLE001
+            self._error("update_state_after_alloc", exc)
+
+    def build_connector_meta(self, scheduler_output: "SchedulerOutput") -> KVConnectorMetadata:
+        if self._shadow_on:
+            try:
+                preempted = getattr(scheduler_output, "preempted_req_ids", None)
+                if preempted:
+                    for rid in preempted:
+                        st = self._inflight.pop(rid, None)
+                        if st is None:
+                            continue
+                        req, n_adm = st
+                        n_full = max(req.num_tokens - 1, 0) // self.block_size
+                        self._worker.submit_control((PREEMPT, rid, req.block_hashes[n_adm:n_full]))
+            except Exception as exc:  # noqa: BLE001
+                self._error("build_connector_meta", exc)
+        return _EMPTY_META
+
+    def request_finished(self, request: "Request",
+                         block_ids: list[int]) -> tuple[bool, dict[str, Any] | None]:
+        self._finished(request)
+        return False, None
+
+    def request_finished_all_groups(self, request: "Request", block_ids: tuple[list[int], ...]
+                                    ) -> tuple[bool, dict[str, Any] | None]:
+        self._finished(request)
+        return False, None
+
+    def _finished(self, request: "Request") -> None:
+        if not self._shadow_on:
+            return
+        try:
+            rid = request.request_id
+            self._local_hit.pop(rid, None)
+            st = self._inflight.pop(rid, None)
+            if st is None:
+                self._dropped_ids.discard(rid)
+                return
+            n_adm = st[1]
+            # NOTE: vLLM caches a block once its tokens are computed; the last sampled token never
+            # is, so the generated blocks are the hashed ones up to num_computed_tokens.
+            n_full = min(len(request.block_hashes), request.num_computed_tokens // self.block_size)
+            decode = request.block_hashes[n_adm:n_full] if n_full > n_adm else []
+            # NOTE: a release must follow its admission even when the queue is full, or the
+            # shadow would keep the request's blocks pinned forever.
+            self._worker.submit_control((RELEASE, rid, decode, request.num_output_tokens,
+                                         time.time(), request.num_prompt_tokens))
+        except Exception as exc:  # noqa: BLE001
+            self._error("request_finished", exc)
+
+    def reset_cache(self) -> bool | None:
+        if not self._shadow_on:
+            return None
+        try:
+            self._inflight.clear()
+            self._worker.submit_control((RESET,))
+            return True
+        except Exception as exc:  # noqa: BLE001
+            self._error("reset_cache", exc)
+            return None
+
+    @property
+    def requires_kv_delivery(self) -> bool:
+        return False
+
+    # -- stats --------------------------------------------------------------------------------
+    def cumulative_payload(self) -> dict[str, Any]:
+        """Cumulative counters of this engine (the own endpoint's values)."""
+        if self._worker is None:
+            return {"c": {}, "e": {}, "rec": 0}
+        snap = self._worker.snapshot
+        c = self.counters
+        rec_req, rec_bytes, worker_err = snap.worker
+        return {
+            "c": {k: list(row) for k, row in zip(snap.cache_keys, snap.caches)},
+            "e": {"observed_requests": c.observed, "dropped_requests": c.dropped,
+                  "recorded_requests": rec_req, "recorded_bytes": rec_bytes,
+                  "errors": c.errors + worker_err, "engine_query_tokens": c.engine_query,
+                  "engine_hit_tokens": c.engine_hit},
+            "rec": snap.recording_enabled,
+        }
+
+    def get_kv_connector_stats(self) -> ShadowStats | None:
+        if not self._shadow_on:
+            return None
+        try:
+            cur = self.cumulative_payload()
+            delta = stats_delta(cur, self._last_payload)
+            self._last_payload = cur
+            st = ShadowStats(data=delta)
+            if st.is_empty() and self._last_rec_sent == delta["rec"]:
+                return None
+            self._last_rec_sent = delta["rec"]
+            return st
+        except Exception as exc:  # noqa: BLE001
+            self._error("get_kv_connector_stats", exc)
+            return None
+
+    _last_rec_sent: int = -1
+
+    @classmethod
+    def build_kv_connector_stats(cls, data: dict[str, Any] | None = None) -> ShadowStats | None:
+        return ShadowStats(data=data) if data is not None else ShadowStats()
+
+    @classmethod
+    def build_prom_metrics(cls, vllm_config: "VllmConfig", metric_types: dict,
+                           labelnames: list[str],
+                           per_engine_labelvalues: dict[int, list[object]]) -> ShadowPromMetrics:
+        return ShadowPromMetrics(vllm_config, metric_types, labelnames, per_engine_labelvalues)
+
+    # -- test / operator helpers --------------------------------------------------------------
+    def flush(self, timeout_s: float = 30.0) -> bool:
+        """Wait until the worker has processed everything queued so far (tests, shutdown)."""
+        return self._worker.flush(timeout_s) if self._worker is not None else True
+
+    def predictions(self) -> list[Prediction]:
+        """The bounded in-memory log of per-request shadow predictions (oldest first)."""
+        return list(self._worker.predictions) if self._worker is not None else []
+
+    @property
+    def cache_keys(self) -> tuple[str, ...]:
+        return self._worker.keys if self._worker is not None else ()
+
+    @property
+    def recorder(self):
+        return self._worker.recorder if self._worker is not None else None
+
+    def shutdown(self) -> None:
+        if self._worker is not None:
+            try:
+                self._worker.stop()
+            except Exception as exc:  # noqa: BLE001
+                self._error("shutdown", exc)
+        if self._endpoint is not None:
+            try:
+                self._endpoint.shutdown()
+                self._endpoint.server_close()
+            except Exception as exc:  # noqa: BLE001
+                self._error("shutdown", exc)
+            self._endpoint = None
+        self._shadow_on = False
+
+    # -- worker side: a pure observer does nothing --------------------------------------------
+    def start_load_kv(self, forward_context: Any, **kwargs: Any) -> None:
+        return None
+
+    def wait_for_layer_load(self, layer_name: str) -> None:
+        return None
+
+    def save_kv_layer(self, layer_name: str, kv_layer: Any, attn_metadata: Any,
+                      **kwargs: Any) -> None:
+        return None
+
+    def wait_for_save(self) -> None:
+        return None
+
+
+__all__ = ["ShadowConnector", "ShadowConnectorMetadata", "INSTANCES", "CACHE_FIELDS"]

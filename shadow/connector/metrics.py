@@ -1,0 +1,218 @@
+"""Metrics of the live shadow: vLLM's connector-stats path and an own Prometheus endpoint.
+
+Names and labels are the contract in docs/metrics.md.  Two routes, same series:
+
+* **vLLM's /metrics**: the scheduler-side connector returns interval deltas from
+  ``get_kv_connector_stats`` (a :class:`ShadowStats`); vLLM ships them to the frontend process,
+  where :class:`ShadowPromMetrics` (built by ``ShadowConnector.build_prom_metrics``) adds them to
+  counters labelled ``model_name``, ``engine`` (+ ``policy``, ``capacity_blocks``).  Needs
+  ``log_stats`` (no ``--disable-log-stats``).
+* **own endpoint** (``metrics_port``): a ``prometheus_client`` server in the engine-core process on
+  its own registry, bound to ``metrics_host`` (127.0.0.1 by default), port ``metrics_port +
+  dp_rank``; :class:`ShadowCollector` reads the cumulative counters at scrape time.
+
+Stats payload (``ShadowStats.data``, plain JSON-able types so it survives vLLM's IPC)::
+
+    {"c": {"<policy label>|<capacity>": [12 numbers in CACHE_FIELDS order]},
+     "e": {"observed_requests": n, ...},  "rec": 1 | 0}
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from prometheus_client import REGISTRY, CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from vllm.distributed.kv_transfer.kv_connector.v1.metrics import (KVConnectorPromMetrics,
+                                                                  KVConnectorStats)
+
+from shadow.connector.worker import CACHE_FIELDS
+
+logger = logging.getLogger(__name__)
+
+#: Per-engine counters (the payload's "e" keys), in exposition order.
+ENGINE_FIELDS = ("observed_requests", "dropped_requests", "recorded_requests", "recorded_bytes",
+                 "errors", "engine_query_tokens", "engine_hit_tokens")
+
+CACHE_HELP = {
+    "requests": "Requests served by this shadow cache.",
+    "skipped_requests": "Requests with more distinct blocks than the shadow cache (not served).",
+    "block_lookups": "Blocks looked up (prompt blocks a vLLM lookup would consider).",
+    "block_hits": "Looked-up blocks resident (gap-spanning: counts after an earlier miss).",
+    "block_prefix_hits": "Looked-up blocks resident before the first miss (what vLLM reuses).",
+    "cost_lookup": "Cost (cost model) of the looked-up blocks.",
+    "cost_saved": "Cost of the gap-spanning hits.",
+    "cost_prefix_saved": "Cost of the first-miss hits.",
+    "query_tokens": "Prompt tokens looked up (as vllm:prefix_cache_queries).",
+    "prefix_hit_tokens": "First-miss hit tokens (as vllm:prefix_cache_hits).",
+    "evictions": "Blocks evicted to make room.",
+    "self_evictions": "Evicted blocks the arriving request needed.",
+}
+ENGINE_HELP = {
+    "observed_requests": "Requests the shadow connector saw admitted.",
+    "dropped_requests": "Requests dropped because the shadow worker queue was full.",
+    "recorded_requests": "Requests written to the lcp recording.",
+    "recorded_bytes": "Compressed bytes written to the lcp recording.",
+    "errors": "Exceptions caught inside the shadow (the engine kept serving).",
+    "engine_query_tokens": "The engine's own prefix-cache query tokens, as seen by the connector.",
+    "engine_hit_tokens": "The engine's own prefix-cache hit tokens, as seen by the connector.",
+}
+RECORDING_GAUGE = "shadow_recording_enabled"
+RECORDING_HELP = "1 while the shadow records lcp, 0 after recording was turned off (or never on)."
+
+
+def split_key(key: str) -> tuple[str, str]:
+    """``"lru|1024"`` -> ``("lru", "1024")``."""
+    policy, _, cap = key.rpartition("|")
+    return policy, cap
+
+
+class ShadowStats(KVConnectorStats):
+    """Interval deltas of the shadow counters (what ``get_kv_connector_stats`` returns)."""
+
+    def reset(self) -> None:
+        self.data = {}
+
+    def is_empty(self) -> bool:
+        d = self.data
+        if not d:
+            return True
+        if any(v for v in d.get("e", {}).values()):
+            return False
+        return not any(any(row) for row in d.get("c", {}).values())
+
+    def aggregate(self, other: KVConnectorStats) -> "ShadowStats":
+        o = other.data if other is not None else {}
+        if not o:
+            return self
+        if not self.data:
+            self.data = {"c": {k: list(v) for k, v in o.get("c", {}).items()},
+                         "e": dict(o.get("e", {})), "rec": o.get("rec", -1)}
+            return self
+        c = self.data.setdefault("c", {})
+        for k, row in o.get("c", {}).items():
+            mine = c.get(k)
+            c[k] = list(row) if mine is None else [a + b for a, b in zip(mine, row)]
+        e = self.data.setdefault("e", {})
+        for k, v in o.get("e", {}).items():
+            e[k] = e.get(k, 0) + v
+        if o.get("rec", -1) >= 0:
+            self.data["rec"] = o["rec"]
+        return self
+
+    def reduce(self) -> dict[str, int | float]:
+        """One line for vLLM's periodic connector log: prefix hit ratio per shadow cache."""
+        out: dict[str, int | float] = {}
+        ql, hl = CACHE_FIELDS.index("block_lookups"), CACHE_FIELDS.index("block_prefix_hits")
+        for k, row in self.data.get("c", {}).items():
+            look = row[ql]
+            out[f"{k} prefix_hit_ratio"] = round(row[hl] / look, 4) if look else 0.0
+        for k, v in self.data.get("e", {}).items():
+            if v:
+                out[k] = v
+        return out
+
+
+def stats_delta(cur: Mapping[str, Any], prev: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``cur - prev`` of two cumulative payloads (same shape as :class:`ShadowStats` data)."""
+    prev = prev or {}
+    pc, pe = prev.get("c", {}), prev.get("e", {})
+    c = {}
+    for k, row in cur.get("c", {}).items():
+        p = pc.get(k)
+        c[k] = list(row) if p is None else [a - b for a, b in zip(row, p)]
+    e = {k: v - pe.get(k, 0) for k, v in cur.get("e", {}).items()}
+    return {"c": c, "e": e, "rec": cur.get("rec", -1)}
+
+
+def _unregister(registry: CollectorRegistry, names: Iterable[str]) -> None:
+    # NOTE: a second engine in one process (tests; vLLM re-creating its stat loggers) would
+    # otherwise fail with "Duplicated timeseries"; vLLM does the same for its vllm: names.
+    names_to = getattr(registry, "_names_to_collectors", {})
+    for n in names:
+        for full in (n, n + "_total", n + "_created"):
+            col = names_to.get(full)
+            if col is not None:
+                try:
+                    registry.unregister(col)
+                except KeyError:
+                    pass
+
+
+class ShadowPromMetrics(KVConnectorPromMetrics):
+    """Registers the shadow series on vLLM's registry and adds each stats interval to them."""
+
+    def __init__(self, vllm_config, metric_types, labelnames: list[str],
+                 per_engine_labelvalues: dict[int, list[object]]) -> None:
+        super().__init__(vllm_config, metric_types, labelnames, per_engine_labelvalues)
+        names = [f"shadow_{f}" for f in CACHE_FIELDS + ENGINE_FIELDS] + [RECORDING_GAUGE]
+        _unregister(REGISTRY, names)
+        cache_labels = list(labelnames) + ["policy", "capacity_blocks"]
+        self._cache = {f: self._counter_cls(name=f"shadow_{f}", documentation=CACHE_HELP[f],
+                                            labelnames=cache_labels) for f in CACHE_FIELDS}
+        self._engine = {f: self._counter_cls(name=f"shadow_{f}", documentation=ENGINE_HELP[f],
+                                             labelnames=list(labelnames)) for f in ENGINE_FIELDS}
+        self._rec = self._gauge_cls(name=RECORDING_GAUGE, documentation=RECORDING_HELP,
+                                    labelnames=list(labelnames), multiprocess_mode="mostrecent")
+        for idx, values in per_engine_labelvalues.items():
+            for f in ENGINE_FIELDS:
+                self._engine[f].labels(*values)
+            self._rec.labels(*values)
+
+    def observe(self, transfer_stats_data: dict[str, Any], engine_idx: int = 0) -> None:
+        try:
+            base = [str(v) for v in self.per_engine_labelvalues.get(
+                engine_idx, next(iter(self.per_engine_labelvalues.values()), []))]
+            for key, row in transfer_stats_data.get("c", {}).items():
+                policy, cap = split_key(key)
+                for f, v in zip(CACHE_FIELDS, row):
+                    child = self._cache[f].labels(*base, policy, cap)
+                    if v > 0:
+                        child.inc(v)
+            for f, v in transfer_stats_data.get("e", {}).items():
+                if f in self._engine and v > 0:
+                    self._engine[f].labels(*base).inc(v)
+            rec = transfer_stats_data.get("rec", -1)
+            if rec is not None and rec >= 0:
+                self._rec.labels(*base).set(rec)
+        except Exception:  # noqa: BLE001 - never break vLLM's stat logger
+            logger.exception("shadow connector: could not record metrics")
+
+
+class ShadowCollector:
+    """Collector for the own endpoint: reads the connector's cumulative payload at scrape time."""
+
+    def __init__(self, payload_fn, model_name: str, engine: str) -> None:
+        self._payload = payload_fn
+        self._base = [model_name, engine]
+
+    def collect(self):
+        d = self._payload()
+        fams = {f: CounterMetricFamily(f"shadow_{f}", CACHE_HELP[f],
+                                       labels=["model_name", "engine", "policy",
+                                               "capacity_blocks"]) for f in CACHE_FIELDS}
+        for key, row in d.get("c", {}).items():
+            policy, cap = split_key(key)
+            for f, v in zip(CACHE_FIELDS, row):
+                fams[f].add_metric(self._base + [policy, cap], float(v))
+        yield from fams.values()
+        for f in ENGINE_FIELDS:
+            fam = CounterMetricFamily(f"shadow_{f}", ENGINE_HELP[f],
+                                      labels=["model_name", "engine"])
+            fam.add_metric(self._base, float(d.get("e", {}).get(f, 0)))
+            yield fam
+        g = GaugeMetricFamily(RECORDING_GAUGE, RECORDING_HELP, labels=["model_name", "engine"])
+        g.add_metric(self._base, float(max(d.get("rec", 0), 0)))
+        yield g
+
+
+def start_endpoint(host: str, port: int, collector: ShadowCollector):
+    """Serve ``collector`` on ``host:port`` (own registry); returns the server to shut down."""
+    from prometheus_client import start_http_server
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    server = start_http_server(port, addr=host, registry=registry)
+    return server[0] if isinstance(server, tuple) else server

@@ -1,0 +1,190 @@
+"""The live recording: rotating zstd lcp segments written by the worker thread.
+
+A segment is written through :class:`shadow.trace.LcpWriter` under ``<name>.partial`` and renamed
+to ``<name>`` when it is finished (rotation by size or age, or a clean shutdown), so a finished
+segment is never half-written.  After every request (or at most every ``flush_ms``, and whenever
+the worker goes idle) the zstd stream is flushed, so a kill -9 leaves the ``.partial`` segment
+readable up to its last flushed complete request (``shadow convert`` reads it as truncated).
+
+Segment names sort in time order and say which engine wrote them::
+
+    shadow-e<engine_id>-dp<rank>-<UTC yyyymmddThhmmssZ>-<seq:06d>.lcp.zst[.partial]
+
+Neither tokens nor hashes are written: only dense block ids (see :mod:`.interner`), times and
+lengths.  Any OSError (disk full, directory unwritable) turns recording off for the rest of the
+process, with one log line and ``shadow_recording_enabled`` at 0; the simulation goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+from collections.abc import Callable
+
+logger = logging.getLogger(__name__)
+
+SEGMENT_SUFFIX = ".lcp.zst"
+PARTIAL_SUFFIX = ".partial"
+_NAME = re.compile(r"^shadow-e(?P<engine>[A-Za-z0-9_.-]+?)-dp(?P<rank>\d+)-(?P<ts>\d{8}T\d{6}Z)-"
+                   r"(?P<seq>\d{6})\.lcp\.zst(?P<partial>\.partial)?$")
+
+
+def _safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.]", "_", text) or "0"
+
+
+def segment_sort_key(name: str) -> tuple:
+    """Order segment file names by engine, rank, start time and sequence number."""
+    m = _NAME.match(os.path.basename(name))
+    if not m:
+        return ("", 0, "", 0, name)
+    return (m["engine"], int(m["rank"]), m["ts"], int(m["seq"]), name)
+
+
+def list_segments(directory: str, *, include_partial: bool = True) -> list[str]:
+    """The recording's segment paths in ``directory``, in time order per engine."""
+    out = []
+    for n in os.listdir(directory):
+        m = _NAME.match(n)
+        if m and (include_partial or not m["partial"]):
+            out.append(os.path.join(directory, n))
+    return sorted(out, key=segment_sort_key)
+
+
+class Recorder:
+    """Rotating lcp segments of one engine (DP rank).  Used by the worker thread only."""
+
+    def __init__(self, directory: str, *, block_size: int, engine_id: str = "0",
+                 dp_rank: int = 0, max_bytes: int = 256 << 20, max_seconds: float = 3600.0,
+                 flush_ms: float = 20.0, producer: str = "shadow connector",
+                 clock: Callable[[], float] = time.time) -> None:
+        self.directory = directory
+        self.block_size = int(block_size)
+        self.prefix = f"shadow-e{_safe(str(engine_id))}-dp{int(dp_rank)}"
+        self.max_bytes = int(max_bytes)
+        self.max_seconds = float(max_seconds)
+        self.flush_s = float(flush_ms) / 1000.0
+        self.producer = producer
+        self._clock = clock
+        self.enabled = True
+        self.disabled_reason: str | None = None
+        self._w = None
+        self._seq = 0
+        self._opened_at = 0.0
+        self._last_flush = 0.0
+        self._dirty = False
+        self._bytes_reported = 0  # bytes of the current segment already counted
+        self.bytes_total = 0      # compressed bytes written, all segments (shadow_recorded_bytes)
+        self.n_recorded = 0       # requests written (shadow_recorded_requests)
+        self.finished: list[str] = []
+        try:
+            os.makedirs(directory, exist_ok=True)
+            if not os.access(directory, os.W_OK | os.X_OK):
+                raise PermissionError(13, "directory is not writable", directory)
+        except OSError as exc:
+            self._disable(exc)
+
+    # -- writing ------------------------------------------------------------------------------
+    def write(self, t_start_s: float, t_done_s: float, input_length: int, output_length: int,
+              block_ids: list[int]) -> int | None:
+        """Record one finished request; the compressed bytes it added (None when off)."""
+        if not self.enabled:
+            return None
+        try:
+            now = self._clock()
+            if self._w is not None and (now - self._opened_at >= self.max_seconds
+                                        or self._bytes_reported >= self.max_bytes):
+                self._finish()
+            if self._w is None:
+                self._open(now)
+            rec = {"start_time_us": int(t_start_s * 1e6), "complete_time_us": int(t_done_s * 1e6),
+                   "n_blocks": len(block_ids), "input_length": int(input_length),
+                   "output_length": int(output_length)}
+            self._w.write_request(rec, block_ids)
+            self.n_recorded += 1
+            self._dirty = True
+            if now - self._last_flush >= self.flush_s:
+                self._flush(now)
+            return self._count_bytes()
+        except OSError as exc:
+            self._disable(exc)
+            return None
+
+    def idle(self) -> None:
+        """Called when the worker has nothing queued: flush pending requests, rotate by age."""
+        if not self.enabled or self._w is None:
+            return
+        try:
+            now = self._clock()
+            if self._dirty:
+                self._flush(now)
+            if now - self._opened_at >= self.max_seconds:
+                self._finish()
+        except OSError as exc:
+            self._disable(exc)
+
+    def close(self) -> None:
+        """Flush and finish the current segment (clean shutdown)."""
+        if self._w is None:
+            return
+        try:
+            self._finish()
+        except OSError as exc:
+            self._disable(exc)
+
+    # -- internals ----------------------------------------------------------------------------
+    def _open(self, now: float) -> None:
+        try:
+            from shadow.trace import LcpWriter
+        except ImportError:  # NOTE: the trace package's __init__ may not export it yet
+            from shadow.trace.writer import LcpWriter
+
+        ts = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
+        name = f"{self.prefix}-{ts}-{self._seq:06d}{SEGMENT_SUFFIX}"
+        self._seq += 1
+        path = os.path.join(self.directory, name)
+        self._w = LcpWriter(path, block_size_tokens=self.block_size, producer=self.producer,
+                            compress=True)
+        self._opened_at = now
+        self._last_flush = now
+        self._bytes_reported = 0
+        self._dirty = False
+
+    def _flush(self, now: float) -> None:
+        self._w.flush()
+        self._last_flush = now
+        self._dirty = False
+
+    def _count_bytes(self) -> int:
+        size = os.path.getsize(self._w.temp_path)
+        added = max(size - self._bytes_reported, 0)
+        self._bytes_reported += added
+        self.bytes_total += added
+        return added
+
+    def _finish(self) -> None:
+        w, self._w = self._w, None
+        if w is None:
+            return
+        if w.n_requests == 0:
+            w.abort()
+            return
+        w.close()  # renames <name>.partial -> <name> atomically
+        self.bytes_total += max(os.path.getsize(w.path) - self._bytes_reported, 0)
+        self._bytes_reported = 0
+        self.finished.append(w.path)
+
+    def _disable(self, exc: OSError) -> None:
+        self.enabled = False
+        self.disabled_reason = f"{exc.strerror or exc}" + (f": {exc.filename}"
+                                                           if exc.filename else "")
+        logger.error("shadow connector: recording to %s turned off (%s); the shadow "
+                     "simulation goes on", self.directory, self.disabled_reason)
+        w, self._w = self._w, None
+        if w is not None:
+            try:
+                w.abort()
+            except OSError:
+                pass
