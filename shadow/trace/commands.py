@@ -1,0 +1,110 @@
+"""``shadow convert`` and ``shadow stat``: thin click commands over :mod:`shadow.trace`."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from typing import Iterator
+
+import click
+
+from shadow.cli_options import allow_truncated_option, block_id_option
+from shadow.errors import ShadowError
+
+
+def _time_unit_option():
+    return click.option(
+        "--time-unit", type=click.Choice(["auto", "s", "ms", "us"]), default="auto",
+        show_default=True,
+        help="JSONL only: unit of timestamp/timestamp_arrival. auto: seconds if any timestamp is a"
+             " JSON float, else ms (seconds for Qwen-shaped lines with all values < 100000).")
+
+
+@contextlib.contextmanager
+def _progress(length: int | None, label: str) -> Iterator:
+    """A progress bar on stderr when it is a terminal, else a no-op callback."""
+    if not sys.stderr.isatty() or not length:
+        yield None
+        return
+    with click.progressbar(length=length, label=label, file=sys.stderr) as bar:
+        state = {"done": 0}
+
+        def update(done: int, *_ignored) -> None:
+            bar.update(done - state["done"])
+            state["done"] = done
+
+        yield update
+
+
+@click.command("convert", context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("paths", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@block_id_option()
+@allow_truncated_option()
+@_time_unit_option()
+@click.option("--block-size", "block_size", type=click.IntRange(min=1), default=None,
+              help="Tokens per block to record in the header (default: inferred from"
+                   " input_length and the number of hash_ids).")
+@click.option("--level", type=click.IntRange(1, 19), default=5, show_default=True,
+              help="zstd compression level for a .zst output.")
+def convert(paths: tuple[str, ...], block_id: str, allow_truncated: bool, time_unit: str,
+            block_size: int | None, level: int) -> None:
+    """Convert traces: IN... OUT.
+
+    \b
+    JSONL -> lcp:   shadow convert trace.jsonl trace.lcp.zst
+    lcp -> JSONL:   shadow convert trace.lcp.zst slice.jsonl   (dense ids)
+    segments -> lcp: shadow convert seg1.lcp.zst seg2.lcp.zst.partial joined.lcp.zst
+
+    The input format is told by content; the output format by the name (.lcp, .lcp.zst,
+    .jsonl).  Outputs are written to a temporary name and renamed on success.
+    """
+    from shadow.trace.convert import convert_file
+
+    if len(paths) < 2:
+        raise click.UsageError("need at least one input and one output: shadow convert IN... OUT")
+    inputs, output = list(paths[:-1]), paths[-1]
+    size = os.path.getsize(inputs[0]) if os.path.isfile(inputs[0]) else None
+    with _progress(size if len(inputs) == 1 else None, "reading") as cb:
+        summary = convert_file(inputs, output, block_id=block_id, time_unit=time_unit,
+                               allow_truncated=allow_truncated, level=level,
+                               block_size_tokens=block_size, progress=cb)
+    parts = [f"wrote {summary['output']}: {summary['n_requests']:,} requests,"
+             f" {summary['n_block_accesses']:,} blocks"]
+    if "n_unique_blocks" in summary:
+        parts.append(f"{summary['n_unique_blocks']:,} unique, {summary['n_sessions']:,} sessions,"
+                     f" {summary['n_users']:,} users, {summary['n_types']} types,"
+                     f" max {summary['max_blocks_per_request']:,} blocks/request,"
+                     f" {summary['block_size_tokens']} tokens/block")
+    click.echo(", ".join(parts))
+
+
+@click.command("stat", context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("trace", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as one JSON object.")
+@block_id_option()
+@allow_truncated_option()
+@_time_unit_option()
+def stat(trace: str, as_json: bool, block_id: str, allow_truncated: bool, time_unit: str) -> None:
+    """Print what a trace holds: requests, block accesses, unique blocks, sessions, users, types,
+    max blocks per request, block size, time span, infinite-cache hit ratio, reuse distances."""
+    from shadow.trace.reader import read_header
+    from shadow.trace.header import sniff
+    from shadow.trace.stat import format_stats, trace_stats
+
+    total = None
+    if os.path.isfile(trace) and sniff(trace) in ("lcp", "lcp.zst"):
+        try:
+            h = read_header(trace)
+            total = h.n_block_accesses if h.counts_valid else None
+        except ShadowError:
+            total = None  # trace_stats reports it
+    with _progress(total, "reading") as cb:
+        s = trace_stats(trace, allow_truncated=allow_truncated, block_id=block_id,
+                        time_unit=time_unit,
+                        progress=(lambda _r, acc: cb(acc)) if cb else None)
+    if as_json:
+        click.echo(json.dumps(s, sort_keys=True))
+    else:
+        click.echo(format_stats(s))

@@ -1,0 +1,179 @@
+"""The lcp v1 header (8192 bytes): parse, validate and build it.
+
+:class:`LcpHeader` holds every header field as a Python value.  ``type_names[k - 1]`` is the name
+of ``type_id == k`` (``type_id == 0`` is untyped), so ``len(type_names) == n_types``.
+Invariant: :meth:`LcpHeader.pack` and :func:`parse_header` are inverses for every valid header.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field, replace
+
+from shadow.errors import TraceFormatError
+from shadow.trace.format import (
+    END_MAGIC_OFFSET,
+    ENTRY_SIZE,
+    FLAG_COUNTS_VALID,
+    FLAG_HAS_NEXT_ACCESS,
+    FLAG_HAS_SESSION_NEXT,
+    FLAG_SORTED,
+    HEADER_FIELDS,
+    HEADER_SIZE,
+    MAGIC,
+    MAX_TYPES,
+    PRODUCER_OFFSET,
+    PRODUCER_SIZE,
+    RECORD_SIZE,
+    TYPE_NAME_SIZE,
+    TYPE_NAMES_OFFSET,
+    VERSION,
+    ZSTD_MAGIC,
+)
+
+_STRUCT_CODES = {"<u2": "H", "<u4": "I", "<u8": "Q", "<i8": "q"}
+# NOTE: the numeric fields are contiguous from offset 8 to 104, so one struct covers them.
+_NUMERIC = struct.Struct("<" + "".join(_STRUCT_CODES[t] for _, _, t in HEADER_FIELDS))
+assert _NUMERIC.size == TYPE_NAMES_OFFSET - 8
+
+
+@dataclass
+class LcpHeader:
+    """Every field of an lcp v1 header; counts are meaningful only when ``counts_valid``."""
+
+    block_size_tokens: int = 0
+    flags: int = 0
+    n_requests: int = 0
+    n_block_accesses: int = 0
+    n_unique_blocks: int = 0
+    max_blocks_per_request: int = 0
+    n_sessions: int = 0
+    n_users: int = 0
+    first_complete_time_us: int = 0
+    last_complete_time_us: int = 0
+    type_names: list[str] = field(default_factory=list)
+    producer: str = ""
+    version: int = VERSION
+    header_size: int = HEADER_SIZE
+    record_size: int = RECORD_SIZE
+    entry_size: int = ENTRY_SIZE
+    reserved: int = 0
+
+    @property
+    def n_types(self) -> int:
+        return len(self.type_names)
+
+    @property
+    def has_next_access(self) -> bool:
+        return bool(self.flags & FLAG_HAS_NEXT_ACCESS)
+
+    @property
+    def has_session_next(self) -> bool:
+        return bool(self.flags & FLAG_HAS_SESSION_NEXT)
+
+    @property
+    def counts_valid(self) -> bool:
+        return bool(self.flags & FLAG_COUNTS_VALID)
+
+    @property
+    def is_sorted(self) -> bool:
+        return bool(self.flags & FLAG_SORTED)
+
+    def type_name(self, type_id: int) -> str:
+        """The name of a record's ``type_id`` ("" for 0, untyped, or an id past the table)."""
+        if 1 <= type_id <= len(self.type_names):
+            return self.type_names[type_id - 1]
+        return ""
+
+    def copy(self, **changes) -> "LcpHeader":
+        return replace(self, type_names=list(self.type_names), **changes)
+
+    def pack(self) -> bytes:
+        """The 8192 header bytes.  Raises :class:`ValueError` for a table that does not fit."""
+        if len(self.type_names) > MAX_TYPES:
+            raise ValueError(f"{len(self.type_names)} request types; lcp holds at most {MAX_TYPES}")
+        buf = bytearray(HEADER_SIZE)
+        buf[0:8] = MAGIC
+        values = {
+            "version": self.version, "header_size": self.header_size,
+            "record_size": self.record_size, "entry_size": self.entry_size,
+            "block_size_tokens": self.block_size_tokens, "flags": self.flags,
+            "n_requests": self.n_requests, "n_block_accesses": self.n_block_accesses,
+            "n_unique_blocks": self.n_unique_blocks,
+            "max_blocks_per_request": self.max_blocks_per_request,
+            "n_sessions": self.n_sessions, "n_users": self.n_users,
+            "first_complete_time_us": self.first_complete_time_us,
+            "last_complete_time_us": self.last_complete_time_us,
+            "n_types": len(self.type_names), "reserved": self.reserved,
+        }
+        _NUMERIC.pack_into(buf, 8, *(values[name] for name, _, _ in HEADER_FIELDS))
+        for i, name in enumerate(self.type_names):
+            raw = name.encode("utf-8")
+            if len(raw) > TYPE_NAME_SIZE:
+                raise ValueError(f"request type name {name!r} is longer than {TYPE_NAME_SIZE} bytes")
+            off = TYPE_NAMES_OFFSET + i * TYPE_NAME_SIZE
+            buf[off:off + len(raw)] = raw
+        prod = self.producer.encode("utf-8")[:PRODUCER_SIZE]
+        buf[PRODUCER_OFFSET:PRODUCER_OFFSET + len(prod)] = prod
+        buf[END_MAGIC_OFFSET:END_MAGIC_OFFSET + 8] = MAGIC
+        return bytes(buf)
+
+
+def _cstr(raw: bytes) -> str:
+    return raw.split(b"\0", 1)[0].decode("utf-8", errors="replace")
+
+
+def parse_header(buf: bytes, name: str = "<trace>") -> LcpHeader:
+    """Parse and validate 8192 header bytes; a wrong magic/version/size raises TraceFormatError."""
+    if len(buf) < HEADER_SIZE:
+        if len(buf) == 0:
+            raise TraceFormatError(f"{name}: empty trace (no lcp header)", n_complete_requests=0,
+                                   byte_offset=0)
+        if buf[:8] != MAGIC[:len(buf[:8])]:
+            raise TraceFormatError(f"{name}: not an lcp trace (bad magic {bytes(buf[:8])!r})",
+                                   byte_offset=0)
+        raise TraceFormatError(
+            f"{name}: byte offset {len(buf)}: truncated lcp header ({len(buf)} of {HEADER_SIZE} bytes),"
+            f" 0 complete requests read", n_complete_requests=0, byte_offset=len(buf))
+    if buf[0:8] != MAGIC:
+        raise TraceFormatError(f"{name}: not an lcp trace (bad magic {bytes(buf[:8])!r})",
+                               byte_offset=0)
+    vals = dict(zip((n for n, _, _ in HEADER_FIELDS), _NUMERIC.unpack_from(buf, 8)))
+    if vals["version"] != VERSION:
+        raise TraceFormatError(f"{name}: unsupported lcp version {vals['version']} (this reader"
+                               f" reads version {VERSION})", byte_offset=8)
+    for key, want, off in (("header_size", HEADER_SIZE, 12), ("record_size", RECORD_SIZE, 16),
+                           ("entry_size", ENTRY_SIZE, 18)):
+        if vals[key] != want:
+            raise TraceFormatError(f"{name}: bad lcp {key.replace('_', ' ')} {vals[key]}"
+                                   f" (lcp v1 has {want})", byte_offset=off)
+    if buf[END_MAGIC_OFFSET:END_MAGIC_OFFSET + 8] != MAGIC:
+        raise TraceFormatError(f"{name}: byte offset {END_MAGIC_OFFSET}: bad lcp header end magic"
+                               " (corrupt header)", byte_offset=END_MAGIC_OFFSET)
+    n_types = vals.pop("n_types")
+    if n_types > MAX_TYPES:
+        raise TraceFormatError(f"{name}: byte offset 96: {n_types} request types (at most"
+                               f" {MAX_TYPES})", byte_offset=96)
+    type_names = [_cstr(buf[TYPE_NAMES_OFFSET + i * TYPE_NAME_SIZE:
+                            TYPE_NAMES_OFFSET + (i + 1) * TYPE_NAME_SIZE]) for i in range(n_types)]
+    producer = _cstr(buf[PRODUCER_OFFSET:PRODUCER_OFFSET + PRODUCER_SIZE])
+    return LcpHeader(type_names=type_names, producer=producer, **vals)
+
+
+def sniff(path: str) -> str:
+    """Tell a file's format by its first bytes: ``"lcp"``, ``"lcp.zst"``, ``"jsonl"`` or ``"empty"``.
+
+    Anything else is reported as ``"unknown"``; the caller raises the error it wants.
+    """
+    with open(path, "rb") as f:
+        head = f.read(64)
+    if not head:
+        return "empty"
+    if head[:4] == ZSTD_MAGIC:
+        return "lcp.zst"
+    if head[:8] == MAGIC[:len(head[:8])] and len(head) >= 1:
+        return "lcp"
+    stripped = head.lstrip()
+    if stripped[:1] == b"{" or (not stripped and len(head) > 0):
+        return "jsonl"
+    return "unknown"

@@ -1,0 +1,337 @@
+"""Streaming lcp reader: a file (plain or zstd) in, :class:`Batch` objects of whole requests out.
+
+Memory is constant in the trace length: one batch of arrays (about ``batch_entries`` block
+entries), a few decompressed chunks in flight, and zstd's window.  A background thread reads and
+decompresses the next chunks while the caller works on the current batch (zstd and file reads
+release the GIL, and so does the Cython parser).
+
+Byte offsets in error messages count bytes of the *decompressed* stream (for a plain file, the
+file itself), header included.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from typing import Iterator
+
+import numpy as np
+import zstandard
+
+from shadow.errors import TraceFormatError
+from shadow.trace import _lcp
+from shadow.trace.batch import Batch
+from shadow.trace.format import HEADER_SIZE, RECORD_DTYPE, RECORD_SIZE, ZSTD_MAGIC
+from shadow.trace.header import LcpHeader, parse_header
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BATCH_ENTRIES = 1 << 20
+# NOTE: no real request has 2**26 blocks (a trillion tokens at 16 tokens per block); a larger
+# n_blocks in a file without valid counts is corrupt data, not a reason to allocate gigabytes.
+MAX_PLAUSIBLE_BLOCKS = 1 << 26
+_INPUT_PIECE = 1 << 18     # compressed bytes fed to zstd at a time
+_PLAIN_CHUNK = 1 << 22     # bytes read at a time from a plain file
+_EOF = object()
+
+
+class _ZstdError(Exception):
+    def __init__(self, message: str, produced: int) -> None:
+        super().__init__(message)
+        self.produced = produced
+
+
+class _Truncated(Exception):
+    def __init__(self, produced: int) -> None:
+        super().__init__("truncated zstd stream")
+        self.produced = produced
+
+
+def _decompressed_chunks(f, compressed: bool) -> Iterator[bytes]:
+    """Yield the decompressed stream in chunks; raise _ZstdError / _Truncated at the end."""
+    if not compressed:
+        while True:
+            data = f.read(_PLAIN_CHUNK)
+            if not data:
+                return
+            yield data
+    dctx = zstandard.ZstdDecompressor(max_window_size=1 << 31)
+    produced = 0
+    dobj = dctx.decompressobj()
+    in_frame = False
+    pending = b""
+    while True:
+        data = pending or f.read(_INPUT_PIECE)
+        pending = b""
+        if not data:
+            if in_frame:
+                raise _Truncated(produced)
+            return
+        try:
+            out = dobj.decompress(data)
+        except zstandard.ZstdError as exc:
+            raise _ZstdError(str(exc), produced) from None
+        in_frame = True
+        if out:
+            produced += len(out)
+            yield out
+        if dobj.eof:
+            # NOTE: a file is several frames (the fixed-size header frame, then the body, and
+            # segments may be concatenated), so start a fresh decoder on what is left.
+            pending = dobj.unused_data
+            dobj = dctx.decompressobj()
+            in_frame = False
+
+
+class _Prefetcher:
+    """Run a chunk iterator in a background thread, a few chunks ahead of the consumer."""
+
+    def __init__(self, it: Iterator[bytes], depth: int = 4) -> None:
+        self._it = it
+        self._q: queue.Queue = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="lcp-prefetch", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            for chunk in self._it:
+                while not self._stop.is_set():
+                    try:
+                        self._q.put(chunk, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if self._stop.is_set():
+                    return
+            self._q.put(_EOF)
+        except BaseException as exc:  # handed to the consumer, which re-raises it
+            self._q.put(exc)
+
+    def __iter__(self) -> Iterator[bytes]:
+        while True:
+            item = self._q.get()
+            if item is _EOF:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+    def close(self) -> None:
+        self._stop.set()
+        while self._thread.is_alive():
+            try:
+                self._q.get(timeout=0.05)
+            except queue.Empty:
+                pass
+        self._thread.join()
+
+
+def _open_stream(path: str):
+    f = open(path, "rb")
+    head = f.read(4)
+    f.seek(0)
+    return f, head == ZSTD_MAGIC
+
+
+def read_header(path: str) -> LcpHeader:
+    """Read and validate the header of an lcp or lcp.zst file."""
+    f, compressed = _open_stream(path)
+    with f:
+        buf = b""
+        try:
+            for chunk in _decompressed_chunks(f, compressed):
+                buf += chunk
+                if len(buf) >= HEADER_SIZE:
+                    break
+        except _ZstdError as exc:
+            raise TraceFormatError(f"{path}: corrupt zstd data in the lcp header ({exc})",
+                                   byte_offset=exc.produced, n_complete_requests=0) from None
+        except _Truncated:
+            pass
+    return parse_header(buf[:HEADER_SIZE], path)
+
+
+class LcpReader:
+    """Iterate an lcp file as :class:`Batch` objects of whole requests.
+
+    ``allow_truncated=True`` turns a truncated or damaged tail into a warning (logged once) and
+    yields every complete request before it.  ``batch_entries`` bounds the block entries of a
+    batch (a single larger request gets a batch of its own).  After iteration, ``n_requests``
+    and ``n_entries`` count what was read and ``truncated`` tells whether the tail was dropped.
+    """
+
+    def __init__(self, path: str, *, allow_truncated: bool = False,
+                 batch_entries: int = DEFAULT_BATCH_ENTRIES, batch_requests: int | None = None,
+                 prefetch: bool = True) -> None:
+        self.path = str(path)
+        self.allow_truncated = allow_truncated
+        self.batch_entries = max(1, int(batch_entries))
+        self.batch_requests = int(batch_requests or max(1024, self.batch_entries // 16))
+        self.prefetch = prefetch
+        self.header = read_header(self.path)
+        self.n_requests = 0
+        self.n_entries = 0
+        self.truncated = False
+        self._closers: list = []
+
+    def __enter__(self) -> "LcpReader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for c in self._closers:
+            c()
+        self._closers.clear()
+
+    # -- batch arrays -------------------------------------------------------------------------
+    def _alloc(self, n_entries: int) -> None:
+        self._records = np.empty(self.batch_requests, dtype=RECORD_DTYPE)
+        self._rec_u8 = self._records.view(np.uint8)
+        self._offsets = np.empty(self.batch_requests + 1, dtype=np.int64)
+        self._offsets[0] = 0
+        self._ids = np.empty(n_entries, dtype=np.int64)
+        self._nxt = np.empty(n_entries, dtype=np.int64)
+        self._n_req = 0
+        self._n_ent = 0
+
+    def _take(self) -> Batch:
+        n, m = self._n_req, self._n_ent
+        batch = Batch(self._records[:n], self._offsets[:n + 1], self._ids[:m], self._nxt[:m],
+                      first_request=self.n_requests, first_vtime=self.n_entries + 1)
+        self.n_requests += n
+        self.n_entries += m
+        self._alloc(self.batch_entries)
+        return batch
+
+    def _fail(self, what: str, offset: int) -> TraceFormatError:
+        n_done = self.n_requests + self._n_req
+        return TraceFormatError(f"{self.path}: byte offset {offset}: {what}; {n_done} complete"
+                                " requests read", byte_offset=offset, n_complete_requests=n_done)
+
+    def _feed(self, buf, pos: int, end: int, base: int):
+        """Parse whole requests from buf[pos:end] (stream offset of buf[0] is ``base``); yield
+        full batches; return the position of the first byte not consumed."""
+        h = self.header
+        max_id = h.n_unique_blocks if h.counts_valid else 0
+        max_blocks = h.max_blocks_per_request if h.counts_valid else MAX_PLAUSIBLE_BLOCKS
+        while True:
+            self._n_req, self._n_ent, pos, st, detail = _lcp.parse_requests(
+                buf, pos, end, self._rec_u8, self._offsets, self._ids, self._nxt,
+                self._n_req, self._n_ent, h.has_next_access, max_id, max_blocks)
+            if st == _lcp.PARSE_NEED_INPUT:
+                return pos
+            if st == _lcp.PARSE_BATCH_FULL:
+                yield self._take()
+            elif st == _lcp.PARSE_TOO_BIG:
+                self._alloc(max(self.batch_entries, int(detail)))
+            else:
+                if detail < 0:
+                    raise self._fail(f"corrupt lcp data: request of {-detail} blocks"
+                                     f" (header max {max_blocks})", base + pos)
+                raise self._fail(f"corrupt lcp data: block id {detail} out of range", base + pos)
+
+    def __iter__(self) -> Iterator[Batch]:
+        f, compressed = _open_stream(self.path)
+        chunks_it = _decompressed_chunks(f, compressed)
+        pf = _Prefetcher(chunks_it) if self.prefetch else None
+        chunks = iter(pf) if pf else chunks_it
+
+        def _close() -> None:
+            if pf:
+                pf.close()
+            f.close()
+
+        self._closers.append(_close)
+        self.n_requests = self.n_entries = 0
+        self.truncated = False
+        self._alloc(self.batch_entries)
+        try:
+            yield from self._iterate(chunks)
+        finally:
+            _close()
+            if _close in self._closers:
+                self._closers.remove(_close)
+
+    def _iterate(self, chunks: Iterator[bytes]) -> Iterator[Batch]:
+        base = 0            # stream offset of the first byte of `tail`
+        tail = bytearray()  # bytes not yet consumed (header first, then a straddling request)
+        header_done = False
+        error: TraceFormatError | None = None
+        try:
+            for chunk in chunks:
+                if not header_done:
+                    tail += chunk
+                    if len(tail) < HEADER_SIZE:
+                        continue
+                    chunk = bytes(tail[HEADER_SIZE:])
+                    tail = bytearray()
+                    base = HEADER_SIZE
+                    header_done = True
+                cpos = 0
+                # finish the request that straddles the previous chunk boundary
+                while tail:
+                    if len(tail) < RECORD_SIZE:
+                        need = RECORD_SIZE
+                    else:
+                        nb = int.from_bytes(tail[52:56], "little")
+                        need = RECORD_SIZE + 16 * nb
+                    take = need - len(tail)
+                    if take > len(chunk) - cpos:
+                        tail += chunk[cpos:]
+                        cpos = len(chunk)
+                        break
+                    piece = bytes(tail) + chunk[cpos:cpos + take]
+                    cpos += take
+                    if need == RECORD_SIZE and nb_unknown(piece):
+                        tail = bytearray(piece)
+                        continue
+                    used = yield from self._feed(piece, 0, len(piece), base)
+                    if used != len(piece):  # cannot happen: piece is one whole request
+                        raise self._fail("internal error: straddling request not parsed", base)
+                    base += len(piece)
+                    tail = bytearray()
+                if cpos >= len(chunk):
+                    continue
+                pos = yield from self._feed(chunk, cpos, len(chunk), base - cpos)
+                base = base - cpos + pos
+                tail = bytearray(chunk[pos:])
+        except _Truncated as exc:
+            error = self._fail("truncated zstd stream (the compressed file ends inside a frame)",
+                               base)
+        except _ZstdError as exc:
+            error = self._fail(f"corrupt zstd data ({exc}) at decompressed byte offset"
+                               f" {exc.produced}", base)
+        except TraceFormatError as exc:
+            if not self.allow_truncated:
+                raise
+            error = exc
+        if error is None:
+            if not header_done:
+                raise self._fail("truncated lcp header", len(tail))
+            if tail:
+                error = self._fail(f"truncated lcp trace ({len(tail)} bytes of an incomplete"
+                                   " request at the end)", base)
+            elif self.header.counts_valid:
+                n_done = self.n_requests + self._n_req
+                if n_done < self.header.n_requests:
+                    error = self._fail(f"truncated lcp trace (header says"
+                                       f" {self.header.n_requests} requests)", base)
+                elif n_done > self.header.n_requests:
+                    error = self._fail(f"corrupt lcp trace: more requests than the header's"
+                                       f" {self.header.n_requests}", base)
+        if error is not None:
+            if not self.allow_truncated:
+                raise error
+            self.truncated = True
+            logger.warning("%s; reading the complete prefix (--allow-truncated)", error)
+        if self._n_req:
+            yield self._take()
+
+
+def nb_unknown(piece: bytes) -> bool:
+    """True when a 68-byte piece is a record whose entries still have to be collected."""
+    return int.from_bytes(piece[52:56], "little") > 0

@@ -1,0 +1,229 @@
+"""Streaming lcp writer: plain or zstd, written to a temporary name and renamed on close.
+
+The header is written first with COUNTS_VALID clear, so a file that is still being written (or
+whose writer crashed) is a valid, readable stream of every request flushed so far.  On
+:meth:`LcpWriter.close` the header is rewritten in place with the counts and COUNTS_VALID.
+
+NOTE: in a zstd file the header is its own frame, stored as one *raw* (uncompressed) zstd block of
+fixed size (8202 bytes), so close() can seek back and rewrite it without touching the body frame.
+Any zstd decoder reads the concatenated frames as one stream.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+import numpy as np
+import zstandard
+
+from shadow.trace import _lcp
+from shadow.trace.batch import Batch
+from shadow.trace.format import (
+    FLAG_COUNTS_VALID,
+    FLAG_HAS_NEXT_ACCESS,
+    FLAG_HAS_SESSION_NEXT,
+    FLAG_SORTED,
+    HEADER_SIZE,
+    RECORD_DTYPE,
+    ZSTD_MAGIC,
+)
+from shadow.trace.header import LcpHeader
+
+DEFAULT_LEVEL = 5
+WINDOW_LOG = 27
+
+# zstd frame: magic, descriptor 0x60 (single segment, 2-byte content size), content size - 256,
+# then one raw last block of HEADER_SIZE bytes (block header = size << 3 | last).
+_RAW_FRAME_PREFIX = (ZSTD_MAGIC + bytes([0x60]) + (HEADER_SIZE - 256).to_bytes(2, "little")
+                     + ((HEADER_SIZE << 3) | 1).to_bytes(3, "little"))
+
+
+def _wants_zstd(path: str, compress: bool | None) -> bool:
+    if compress is not None:
+        return bool(compress)
+    return str(path).endswith(".zst")
+
+
+class LcpWriter:
+    """Write requests to an lcp file.
+
+    ``compress=None`` picks zstd when the path ends in ``.zst``.  ``has_next_access`` /
+    ``has_session_next`` / ``sorted`` set the header flags (the caller vouches for them);
+    without ``has_next_access`` every delta is written as 0.  The temporary name is
+    ``<path>.partial`` unless ``temp_path`` says otherwise.
+    """
+
+    def __init__(self, path: str, *, block_size_tokens: int = 0, producer: str = "shadow",
+                 type_names: Sequence[str] = (), compress: bool | None = None,
+                 level: int = DEFAULT_LEVEL, has_next_access: bool = False,
+                 has_session_next: bool = False, sorted: bool = False,
+                 temp_path: str | None = None, threads: int = 0) -> None:
+        self.path = str(path)
+        self.temp_path = temp_path or self.path + ".partial"
+        self.compress = _wants_zstd(self.path, compress)
+        flags = 0
+        if has_next_access:
+            flags |= FLAG_HAS_NEXT_ACCESS
+        if has_session_next:
+            flags |= FLAG_HAS_SESSION_NEXT
+        if sorted:
+            flags |= FLAG_SORTED
+        self.header = LcpHeader(block_size_tokens=int(block_size_tokens), flags=flags,
+                                type_names=list(type_names), producer=producer)
+        self.header.pack()  # validate the type table before creating any file
+        self._n_requests = 0
+        self._n_entries = 0
+        self._max_id = 0
+        self._max_blocks = 0
+        self._max_user = 0
+        self._sessions: set[int] = set()
+        self._t_first: int | None = None
+        self._t_last: int | None = None
+        self._closed = False
+        self._f = open(self.temp_path, "wb")
+        try:
+            self._write_header(self.header)
+            self._z = None
+            if self.compress:
+                params = zstandard.ZstdCompressionParameters.from_level(
+                    level, window_log=WINDOW_LOG, enable_ldm=True, threads=threads,
+                    write_checksum=True)
+                cctx = zstandard.ZstdCompressor(compression_params=params)
+                self._z = cctx.stream_writer(self._f, closefd=False, write_return_read=True)
+        except BaseException:
+            self._f.close()
+            os.unlink(self.temp_path)
+            raise
+
+    def _write_header(self, header: LcpHeader) -> None:
+        raw = header.pack()
+        if self.compress:
+            self._f.write(_RAW_FRAME_PREFIX)
+        self._f.write(raw)
+
+    def __enter__(self) -> "LcpWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+    # -- writing ------------------------------------------------------------------------------
+    def write_request(self, record: Any, block_ids, next_access_delta=None) -> None:
+        """Append one request: ``record`` is a RECORD_DTYPE scalar/array of 1 or a dict of fields."""
+        rec = np.zeros(1, dtype=RECORD_DTYPE)
+        if isinstance(record, dict):
+            for f in ("start_time_us", "complete_time_us", "chat_id", "parent_chat_id",
+                      "session_id", "session_next_req"):
+                rec[f] = -1
+            for k, v in record.items():
+                rec[k] = v
+        else:
+            rec[0] = record
+        ids = np.ascontiguousarray(block_ids, dtype=np.int64).reshape(-1)
+        if next_access_delta is None:
+            nxt = np.full(ids.shape[0], -1, dtype=np.int64)
+        else:
+            nxt = np.cumsum(np.asarray(next_access_delta, dtype=np.int64).reshape(-1))
+        offsets = np.array([0, ids.shape[0]], dtype=np.int64)
+        self.write_arrays(rec, offsets, ids, nxt)
+
+    def write_batch(self, batch: Batch) -> None:
+        self.write_arrays(batch.records, batch.offsets, batch.block_ids, batch.next_access)
+
+    def write_arrays(self, records: np.ndarray, offsets: np.ndarray, block_ids: np.ndarray,
+                     next_access: np.ndarray | None = None) -> None:
+        """Append requests given as flat arrays (the :class:`Batch` layout); ``offsets[0]`` may
+        be nonzero (a slice of a larger array); ``next_access`` holds absolute vtimes."""
+        if self._closed:
+            raise ValueError("write to a closed LcpWriter")
+        records = np.ascontiguousarray(records, dtype=RECORD_DTYPE)
+        offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+        n = records.shape[0]
+        if n == 0:
+            return
+        lo, hi = int(offsets[0]), int(offsets[-1])
+        ids = np.ascontiguousarray(block_ids[lo:hi], dtype=np.int64)
+        if next_access is None:
+            nxt = ids  # unused: deltas are written as 0 without HAS_NEXT_ACCESS
+        else:
+            nxt = np.ascontiguousarray(next_access[lo:hi], dtype=np.int64)
+        if lo:
+            offsets = offsets - lo
+        m = hi - lo
+        if m:
+            mn = int(ids.min())
+            if mn < 1:
+                raise ValueError(f"block id {mn} in an lcp trace (ids start at 1)")
+            self._max_id = max(self._max_id, int(ids.max()))
+        lengths = np.diff(offsets)
+        self._max_blocks = max(self._max_blocks, int(lengths.max()))
+        self._max_user = max(self._max_user, int(records["user_id"].max()))
+        s = records["session_id"]
+        self._sessions.update(np.unique(s[s >= 0]).tolist())
+        ct = records["complete_time_us"]
+        t0, t1 = int(ct.min()), int(ct.max())
+        self._t_first = t0 if self._t_first is None else min(self._t_first, t0)
+        self._t_last = t1 if self._t_last is None else max(self._t_last, t1)
+        out = np.empty(68 * n + 16 * m, dtype=np.uint8)
+        _lcp.pack_requests(records.view(np.uint8), offsets, ids, nxt,
+                           self.header.has_next_access and next_access is not None, out)
+        (self._z or self._f).write(out.data)
+        self._n_requests += n
+        self._n_entries += m
+
+    def flush(self) -> None:
+        """Make every request written so far decodable by a streaming reader (zstd FLUSH_BLOCK)."""
+        if self._z is not None:
+            self._z.flush(zstandard.FLUSH_BLOCK)
+        self._f.flush()
+
+    @property
+    def n_requests(self) -> int:
+        return self._n_requests
+
+    def final_header(self) -> LcpHeader:
+        h = self.header.copy()
+        h.flags |= FLAG_COUNTS_VALID
+        h.n_requests = self._n_requests
+        h.n_block_accesses = self._n_entries
+        h.n_unique_blocks = self._max_id
+        h.max_blocks_per_request = self._max_blocks
+        h.n_sessions = len(self._sessions)
+        h.n_users = self._max_user
+        h.first_complete_time_us = self._t_first or 0
+        h.last_complete_time_us = self._t_last or 0
+        return h
+
+    def close(self) -> None:
+        """Finish the stream, write the counts into the header, rename to the final path."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._z is not None:
+                self._z.flush(zstandard.FLUSH_FRAME)
+            self._f.seek(0)
+            self._write_header(self.final_header())
+            self._f.flush()
+            os.fsync(self._f.fileno())
+        except BaseException:
+            self._f.close()
+            os.unlink(self.temp_path)
+            raise
+        self._f.close()
+        os.replace(self.temp_path, self.path)
+
+    def abort(self) -> None:
+        """Drop the temporary file; the final path is never created."""
+        if self._closed:
+            return
+        self._closed = True
+        self._f.close()
+        try:
+            os.unlink(self.temp_path)
+        except FileNotFoundError:
+            pass
