@@ -1,0 +1,88 @@
+"""Sweep speed-up: N policies x 8 capacities on the bundled conversation trace, 2 workers vs 1 process.
+
+The baseline runs the very same cells one after another in this process (SerialExecutor); the
+parallel run uses ``shadow sweep``'s process pool (LocalExecutor) with ``--jobs`` workers.  Both
+write a sweep directory and the two CSVs must be identical.  Prints one line per run and the ratio.
+
+    .venv/bin/python bench/bench_sweep.py [--jobs 2] [--policies 14] [--cache-sizes 256:32k:log8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from shadow.sweep.executors import LocalExecutor, SerialExecutor  # noqa: E402
+from shadow.sweep.plan import parse_capacities, plan_cells  # noqa: E402
+from shadow.sweep.runner import run_sweep  # noqa: E402
+
+TRACE = ROOT.parent / "shared" / "traces" / "mooncake_conversation.jsonl"
+
+
+def _policies(n: int) -> list[str]:
+    from shadow.sim.registry import is_built, list_policies
+
+    # NOTE: 'vllm' models the engine's own free queue (live use); the sweep compares the others.
+    names = [p for p in list_policies() if p != "vllm" and is_built(p)]
+    return names[:n]
+
+
+def _convert(src: Path, dest: Path) -> None:
+    subprocess.run([sys.executable, "-m", "shadow", "convert", str(src), str(dest)],
+                   check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--policies", type=int, default=14)
+    ap.add_argument("--cache-sizes", default="256:32k:log8")
+    ap.add_argument("--cost-model", default="uniform")
+    ap.add_argument("--trace", default=str(TRACE), help="JSONL (converted first) or lcp trace")
+    args = ap.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="bench_sweep_") as tmp:
+        tmpd = Path(tmp)
+        trace = Path(args.trace)
+        if ".lcp" not in trace.name:
+            lcp = tmpd / (trace.name.split(".")[0] + ".lcp.zst")
+            t0 = time.perf_counter()
+            _convert(trace, lcp)
+            print(f"converted {trace.name} -> {lcp.name} in {time.perf_counter() - t0:.2f} s")
+            trace = lcp
+        policies = _policies(args.policies)
+        caps = parse_capacities(args.cache_sizes)
+        cells = plan_cells([str(trace)], [(p, "") for p in policies], caps, [args.cost_model])
+        print(f"{len(policies)} policies x {len(caps)} capacities = {len(cells)} cells on {trace.name}; "
+              f"policies {','.join(policies)}; capacities {caps}; {os.cpu_count()} CPUs")
+
+        t0 = time.perf_counter()
+        serial = run_sweep(cells, tmpd / "serial", SerialExecutor(), progress=False)
+        t_serial = time.perf_counter() - t0
+        print(f"serial  (1 process, one cell after another): {t_serial:7.2f} s  "
+              f"{len(serial.failed)} failed")
+
+        t0 = time.perf_counter()
+        par = run_sweep(cells, tmpd / "pool", LocalExecutor(args.jobs), progress=False)
+        t_par = time.perf_counter() - t0
+        print(f"local   (process pool, {args.jobs} workers):          {t_par:7.2f} s  "
+              f"{len(par.failed)} failed")
+
+        same = serial.csv_path.read_bytes() == par.csv_path.read_bytes()
+        print(f"speed-up {t_serial / t_par:.2f}x with {args.jobs} workers; CSVs identical: {same}")
+        for o in serial.failed + par.failed:
+            print(f"  failed: {o.cell.label()}: {o.error}")
+        if not same or serial.failed or par.failed:
+            sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
