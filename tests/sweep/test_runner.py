@@ -105,3 +105,11 @@ def test_guarded_turns_exceptions_into_one_line():
     assert not out.ok and out.error == "x.lcp: byte offset 12: bad magic"
     assert one_line_error(KeyError("k")) == "KeyError: 'k'"
     assert one_line_error(RuntimeError()) == "RuntimeError"
+
+
+def test_progress_bar_over_cells_when_asked(tmp_path, traces, capsys):
+    cells = _cells(traces[:1], caps=(1024,))
+    run_sweep(cells, tmp_path / "p", SerialExecutor(), standin_cell, progress=True)
+    assert "cells" in capsys.readouterr().err
+    run_sweep(cells, tmp_path / "q", SerialExecutor(), standin_cell)  # default: stderr is no tty here
+    assert capsys.readouterr().err == ""
