@@ -84,7 +84,10 @@ cdef class Policy:
 
     def py_get(self, block_id: int, cost: int = 1, next_access: int = -1, vtime: int = 0,
                req_vtime: int = 0, position: int = 0) -> bool:
-        """One libCacheSim-style ``get`` (hit, or evict-if-full then insert); True on a hit."""
+        """One libCacheSim-style ``get`` (hit, or evict-if-full then insert); True on a hit.
+
+        A policy that wants releases gets ``on_release`` right after, as for a one-block request.
+        """
         cdef Access acc
         cdef int64_t s
         acc.block_id = block_id
@@ -97,11 +100,15 @@ cdef class Policy:
         s = self.find(block_id)
         if s >= 0:
             self.hit(s, &acc)
+            if self.wants_release:
+                self.on_release(s)
             return True
         if self.n_resident >= self.capacity:
             if self.evict(&acc) == 0:
                 raise RuntimeError("policy could not evict")
-        self.insert(&acc)
+        s = self.insert(&acc)
+        if self.wants_release:
+            self.on_release(s)
         return False
 
     def py_evict(self, block_id: int = 0, cost: int = 1, next_access: int = -1, vtime: int = 0) -> int:

@@ -73,7 +73,8 @@ cdef class Clock(Policy):
                 self.freq[s] -= 1
                 nxt = self.q.prev[s]
                 dl_move_head(&self.q, s)
-                s = nxt
+                # NOTE: the head itself moves nowhere; look at it again with its lowered counter.
+                s = nxt if nxt >= 0 else s
             elif self.pins[s] > 0:
                 if first_pinned < 0:
                     first_pinned = s

@@ -4,7 +4,7 @@ Every resident block has a priority ``L + freq * 1e6 / size`` (size 1 here), set
 (freq 1) and on every hit (freq + 1); ``L`` is the priority of the last evicted block.  Evict takes
 the lowest priority; equal priorities go by the vtime of the last insert/hit (oldest first).
 Cost is ignored unless ``cost-aware=true`` (off by default; not libCacheSim): then the priority is
-``L + freq * cost / size`` with the block's integer cost.
+``L + freq * cost / size`` with the integer cost of the access (insert or hit).
 
 Pins: the lowest-priority unpinned block is the victim; if every block is pinned the plain
 minimum is taken.  ``L`` becomes the victim's priority either way.
@@ -28,7 +28,6 @@ class GDSF:
         self.L = 0.0
         self.clock = 0
         self.freq: dict[int, int] = {}
-        self.cost: dict[int, float] = {}
         self.key: dict[int, tuple[float, int]] = {}
         # NOTE: a lazy heap: an entry is current iff it equals key[bid].
         self.heap: list[tuple[float, int, int]] = []
@@ -39,22 +38,19 @@ class GDSF:
     def find(self, bid: int) -> bool:
         return bid in self.key
 
-    def _weight(self, bid: int) -> float:
-        return float(self.cost[bid]) if self.cost_aware else 1.0e6
-
-    def _stamp(self, bid: int) -> None:
+    def _stamp(self, bid: int, acc) -> None:
+        weight = float(max(int(acc.cost), 1)) if self.cost_aware else 1.0e6
         self.clock += 1
-        self.key[bid] = k = (self.L + float(self.freq[bid]) * self._weight(bid), self.clock)
+        self.key[bid] = k = (self.L + float(self.freq[bid]) * weight, self.clock)
         heapq.heappush(self.heap, (k[0], k[1], bid))
 
     def hit(self, bid: int, acc=None) -> None:
         self.freq[bid] += 1
-        self._stamp(bid)
+        self._stamp(bid, acc)
 
     def insert(self, bid: int, acc=None) -> None:
         self.freq[bid] = 1
-        self.cost[bid] = max(int(acc.cost), 1) if (self.cost_aware and acc is not None) else 1
-        self._stamp(bid)
+        self._stamp(bid, acc)
 
     def evict(self, acc=None, pinned=frozenset()) -> int:
         skipped = []
@@ -73,13 +69,13 @@ class GDSF:
         for entry in skipped:
             heapq.heappush(self.heap, entry)
         self.L = self.key[victim][0]
-        del self.key[victim], self.freq[victim], self.cost[victim]
+        del self.key[victim], self.freq[victim]
         return victim
 
     def remove(self, bid: int) -> bool:
         if bid not in self.key:
             return False
-        del self.key[bid], self.freq[bid], self.cost[bid]
+        del self.key[bid], self.freq[bid]
         return True
 
     def on_request(self, ctx) -> None:

@@ -58,8 +58,6 @@ class TwoQ:
     def insert(self, bid: int, acc=None) -> None:
         if bid in self.aout:
             del self.aout[bid]
-            if self.am_size < 1:
-                return
             while len(self.am) + 1 > self.am_size:
                 victim = _first_unpinned(self.am, self.pinned)
                 if victim is None:

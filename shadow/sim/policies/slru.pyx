@@ -1,0 +1,141 @@
+# cython: language_level=3
+"""Segmented LRU (libCacheSim 0.3.5 ``SLRU.c``): ``n-seg`` LRU segments of ``C // n-seg`` blocks.
+
+Segment 0 is the lowest.
+
+* insert: the head of the lowest segment with room; if none has room (only possible when ``C`` is
+  not a multiple of ``n-seg``) segment 0's head, which then runs over its size.
+* hit: in the top segment the block moves to its head; otherwise it moves to the head of the next
+  segment, and while that segment is over its size its tail is *cooled* to the head of the segment
+  below, cascading; cooling segment 0 evicts its tail (a *spilled* eviction outside ``evict``: the
+  loop sees ``n_resident`` drop; it only happens when ``C`` is not a multiple of ``n-seg``).
+* evict: the tail of the lowest non-empty segment.
+
+Pins: honoured.  The victim is the first unpinned block from the tail of the lowest non-empty
+segment, then of the segments above; if every block is pinned the plain candidate is taken.  A
+spilled eviction skips pinned blocks within segment 0 only.
+
+Memory: base 36 B/slot + lists 8 + segment tag 1 = 9 B/slot of SLRU's own state.
+"""
+
+from libc.stdint cimport int64_t, int32_t, uint8_t
+from libc.stdlib cimport calloc, malloc, free
+
+from shadow.errors import ShadowError
+from shadow.sim.policy cimport Policy, Access
+from shadow.sim.policies._dlist cimport DList, dl_init, dl_free, dl_push_head, dl_unlink, dl_move_head
+from shadow.sim.policies.s3fifo cimport dl_first_unpinned
+
+DEFAULTS = "n-seg=4"
+HONOURS_PINS = True
+NEEDS_NEXT_ACCESS = False
+DESCRIPTION = "segmented LRU, n-seg equal segments (libCacheSim SLRU)"
+
+cdef enum:
+    MAX_SEG = 16
+
+
+cdef class SLRU(Policy):
+    """See the module docstring.  All segments share one pair of link arrays."""
+
+    cdef DList segs[MAX_SEG]
+    cdef uint8_t* seg_of
+    cdef readonly int n_seg
+    cdef readonly int64_t seg_size
+
+    def __cinit__(self, int64_t capacity, int n_seg=4, *args, **kwargs):
+        cdef int i
+        self.n_seg = n_seg
+        self.seg_size = capacity // n_seg
+        dl_init(&self.segs[0], capacity)
+        for i in range(1, n_seg):
+            self.segs[i] = self.segs[0]
+        self.seg_of = <uint8_t*>calloc(capacity, sizeof(uint8_t))
+        if self.seg_of == NULL:
+            raise MemoryError(f"cannot allocate an SLRU cache of {capacity} slots")
+
+    def __dealloc__(self):
+        dl_free(&self.segs[0])     # NOTE: every segment shares segment 0's arrays
+        free(self.seg_of)
+
+    cdef void _cool(self, int i) noexcept nogil:
+        """Move segment ``i``'s tail down one segment (segment 0: evict it), cascading."""
+        cdef int32_t s
+        if i == 0:
+            s = dl_first_unpinned(&self.segs[0], self.pins)
+            if s < 0:
+                s = self.segs[0].tail
+            dl_unlink(&self.segs[0], s)
+            self._drop_slot(s)
+            return
+        s = self.segs[i].tail
+        dl_unlink(&self.segs[i], s)
+        self.seg_of[s] = <uint8_t>(i - 1)
+        dl_push_head(&self.segs[i - 1], s)
+        while self.segs[i - 1].n > self.seg_size:
+            self._cool(i - 1)
+
+    cdef void hit(self, int64_t slot, const Access* acc) noexcept nogil:
+        cdef int i = self.seg_of[slot]
+        if i == self.n_seg - 1:
+            dl_move_head(&self.segs[i], slot)
+            return
+        dl_unlink(&self.segs[i], slot)
+        self.seg_of[slot] = <uint8_t>(i + 1)
+        dl_push_head(&self.segs[i + 1], slot)
+        while self.segs[i + 1].n > self.seg_size:
+            self._cool(i + 1)
+
+    cdef int64_t insert(self, const Access* acc) noexcept nogil:
+        cdef int i, seg = 0
+        cdef int64_t slot
+        for i in range(self.n_seg):
+            if self.segs[i].n + 1 <= self.seg_size:
+                seg = i
+                break
+        slot = self._take_slot(acc.block_id)
+        self.seg_of[slot] = <uint8_t>seg
+        dl_push_head(&self.segs[seg], slot)
+        return slot
+
+    cdef int64_t evict(self, const Access* acc) noexcept nogil:
+        cdef int i
+        cdef int32_t s
+        for i in range(self.n_seg):
+            s = dl_first_unpinned(&self.segs[i], self.pins)
+            if s >= 0:
+                dl_unlink(&self.segs[i], s)
+                return self._drop_slot(s)
+        for i in range(self.n_seg):
+            s = self.segs[i].tail
+            if s >= 0:
+                dl_unlink(&self.segs[i], s)
+                return self._drop_slot(s)
+        return 0
+
+    cdef void remove(self, int64_t slot) noexcept nogil:
+        dl_unlink(&self.segs[self.seg_of[slot]], slot)
+        self._drop_slot(slot)
+
+    def segments(self) -> list[list[int]]:
+        """Ids per segment (0 = lowest), each from the head (most recent) to the tail."""
+        cdef int i
+        cdef int32_t s
+        out = []
+        for i in range(self.n_seg):
+            ids = []
+            s = self.segs[i].head
+            while s >= 0:
+                ids.append(self.slot_ids[s])
+                s = self.segs[i].next[s]
+            out.append(ids)
+        return out
+
+
+def make(capacity: int, params: dict) -> SLRU:
+    n_seg = int(params.get("n-seg", 4))
+    if not 1 <= n_seg <= MAX_SEG:
+        raise ShadowError(f"policy slru: n-seg must be in [1, {MAX_SEG}], got {n_seg}")
+    if capacity < n_seg:
+        raise ShadowError(f"policy slru: cache size {capacity} is smaller than n-seg={n_seg}")
+    return SLRU(capacity, n_seg)

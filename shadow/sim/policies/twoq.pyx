@@ -1,0 +1,167 @@
+# cython: language_level=3
+"""2Q (libCacheSim 0.3.5 ``TwoQ.c``): Ain a FIFO, Aout a FIFO of ghost ids, Am an LRU.
+
+Sizes: ``Ain = int(C * Ain-size-ratio)``, ``Aout = int(C * Aout-size-ratio)``, ``Am = C - Ain``.
+
+* hit: in Ain nothing happens; in Am the block moves to Am's head.
+* insert: an id in Aout leaves it and goes to Am's head; libCacheSim inserts through ``Am->get``,
+  so a full Am first evicts its own LRU tail (a *spilled* eviction, outside ``evict``: the loop sees
+  ``n_resident`` drop); otherwise the id goes to Ain's head.
+* evict: Am's tail when Am is non-empty and Ain holds at most its size; otherwise Ain's tail,
+  whose id enters Aout (a full Aout drops its oldest id).
+
+Pins: honoured.  The chosen queue's first unpinned block from the tail is the victim; a queue with
+only pinned blocks sends the eviction to the other one; if both have none the plain candidate is
+taken.  A spilled Am eviction skips pinned blocks within Am only.
+
+Memory: base 36 B/slot + lists 8 + queue tag 1 B/slot + Aout ghosts (16 B node + 18 B map per
+entry, ``Aout-size-ratio`` of C): about 26 B/slot of 2Q's own state at the defaults.
+"""
+
+from libc.stdint cimport int64_t, int32_t, uint8_t
+from libc.stdlib cimport calloc, free
+
+from shadow.errors import ShadowError
+from shadow.sim.policy cimport Policy, Access
+from shadow.sim.policies._dlist cimport DList, dl_init, dl_free, dl_push_head, dl_unlink, dl_move_head
+from shadow.sim.policies.s3fifo cimport (GhostPool, GhostQ, gp_init, gp_free, gp_find, gq_unlink,
+                                         gq_pop_tail, gq_push_head, dl_first_unpinned)
+
+DEFAULTS = "Ain-size-ratio=0.25,Aout-size-ratio=0.5"
+HONOURS_PINS = True
+NEEDS_NEXT_ACCESS = False
+DESCRIPTION = "2Q: FIFO Ain, ghost FIFO Aout, LRU Am (libCacheSim TwoQ)"
+
+
+cdef class TwoQ(Policy):
+    """See the module docstring.  ``ain``/``am`` share one pair of link arrays."""
+
+    cdef DList ain
+    cdef DList am
+    cdef uint8_t* in_am
+    cdef GhostPool gpool
+    cdef GhostQ aout
+    cdef readonly int64_t ain_size, aout_size, am_size
+
+    def __cinit__(self, int64_t capacity, double ain_ratio=0.25, double aout_ratio=0.5,
+                  *args, **kwargs):
+        self.ain_size = <int64_t>(capacity * ain_ratio)
+        self.aout_size = <int64_t>(capacity * aout_ratio)
+        self.am_size = capacity - self.ain_size
+        dl_init(&self.ain, capacity)
+        self.am = self.ain
+        self.in_am = <uint8_t*>calloc(capacity, sizeof(uint8_t))
+        if self.in_am == NULL:
+            raise MemoryError(f"cannot allocate a 2Q cache of {capacity} slots")
+        gp_init(&self.gpool, self.aout_size)
+        self.aout.head = -1
+        self.aout.tail = -1
+        self.aout.n = 0
+
+    def __dealloc__(self):
+        dl_free(&self.ain)     # NOTE: am shares ain's arrays
+        free(self.in_am)
+        gp_free(&self.gpool)
+
+    cdef void hit(self, int64_t slot, const Access* acc) noexcept nogil:
+        if self.in_am[slot]:
+            dl_move_head(&self.am, slot)
+
+    cdef int64_t insert(self, const Access* acc) noexcept nogil:
+        cdef int32_t node = gp_find(&self.gpool, acc.block_id)
+        cdef int32_t s
+        cdef int64_t slot
+        if node >= 0:
+            gq_unlink(&self.gpool, &self.aout, node)
+            # NOTE: libCacheSim's Am->get evicts Am's own tail when Am is at its size, even
+            # if the whole cache has room: a spilled eviction.
+            while self.am.n + 1 > self.am_size and self.am.n > 0:
+                s = dl_first_unpinned(&self.am, self.pins)
+                if s < 0:
+                    s = self.am.tail
+                dl_unlink(&self.am, s)
+                self._drop_slot(s)
+            slot = self._take_slot(acc.block_id)
+            self.in_am[slot] = 1
+            dl_push_head(&self.am, slot)
+        else:
+            slot = self._take_slot(acc.block_id)
+            self.in_am[slot] = 0
+            dl_push_head(&self.ain, slot)
+        return slot
+
+    cdef inline int64_t _from_am(self) noexcept nogil:
+        cdef int32_t s = dl_first_unpinned(&self.am, self.pins)
+        if s < 0:
+            return 0
+        dl_unlink(&self.am, s)
+        return self._drop_slot(s)
+
+    cdef inline int64_t _from_ain(self, bint force) noexcept nogil:
+        cdef int32_t s = self.ain.tail if force else dl_first_unpinned(&self.ain, self.pins)
+        cdef int64_t block_id
+        if s < 0:
+            return 0
+        dl_unlink(&self.ain, s)
+        block_id = self._drop_slot(s)
+        if self.aout_size >= 1:
+            while self.aout.n >= self.aout_size:
+                gq_pop_tail(&self.gpool, &self.aout)
+            gq_push_head(&self.gpool, &self.aout, block_id, 1)
+        return block_id
+
+    cdef int64_t evict(self, const Access* acc) noexcept nogil:
+        cdef int64_t victim
+        cdef int32_t s
+        if self.n_resident == 0:
+            return 0
+        if self.am.n > 0 and self.ain.n <= self.ain_size:
+            victim = self._from_am()
+            if victim == 0:
+                victim = self._from_ain(False)
+            if victim == 0:
+                s = self.am.tail
+                dl_unlink(&self.am, s)
+                victim = self._drop_slot(s)
+        else:
+            victim = self._from_ain(False)
+            if victim == 0:
+                victim = self._from_am()
+            if victim == 0:
+                victim = self._from_ain(True)
+        return victim
+
+    cdef void remove(self, int64_t slot) noexcept nogil:
+        if self.in_am[slot]:
+            dl_unlink(&self.am, slot)
+        else:
+            dl_unlink(&self.ain, slot)
+        self._drop_slot(slot)
+
+    def queues(self) -> dict[str, list[int]]:
+        """Ids per queue from the head (newest / most recent) to the tail."""
+        cdef int32_t s
+        out = {"ain": [], "am": [], "aout": []}
+        s = self.ain.head
+        while s >= 0:
+            out["ain"].append(self.slot_ids[s])
+            s = self.ain.next[s]
+        s = self.am.head
+        while s >= 0:
+            out["am"].append(self.slot_ids[s])
+            s = self.am.next[s]
+        s = self.aout.head
+        while s >= 0:
+            out["aout"].append(self.gpool.ids[s])
+            s = self.gpool.next[s]
+        return out
+
+
+def make(capacity: int, params: dict) -> TwoQ:
+    ain = float(params.get("Ain-size-ratio", 0.25))
+    aout = float(params.get("Aout-size-ratio", 0.5))
+    if not 0.0 <= ain < 1.0:
+        raise ShadowError(f"policy twoq: Ain-size-ratio must be in [0, 1), got {ain}")
+    if not 0.0 <= aout <= 4.0:
+        raise ShadowError(f"policy twoq: Aout-size-ratio must be in [0, 4], got {aout}")
+    return TwoQ(capacity, ain, aout)
