@@ -5,8 +5,9 @@ The measured requests are replayed, in the order the engine saw them, through
 * the simulator (:mod:`shadow.sim`), one cache per policy at the engine's capacity
   (``num_gpu_blocks - 1``: vLLM keeps block 0 as its null block), driven by the live API
   ``admit``/``release``: the prompt's full engine blocks (:func:`replay.engine_model.engine_request`)
-  with ``n_match = (N - 1) // B``; ``n_anonymous`` for the last, partial block; at release the blocks
-  filled by decoding as extra (unique) block ids.  The ``vllm`` cache is *the* prediction; the
+  with ``n_match = (N - 1) // B``; ``n_anonymous`` = every block the request holds beyond them
+  (the blocks decoding fills, and the last partial one); at release the blocks filled by decoding
+  as extra (unique) block ids, which take the reserved slots.  The ``vllm`` cache is *the* prediction; the
   others say what another policy would have saved;
 * :class:`replay.engine_model.BlockPoolModel`, a plain copy of vLLM's block pool, as a cross-check.
 
@@ -112,8 +113,12 @@ def predict(results: list[RequestResult], *, tokens_per_block: int, block_size: 
             reqs[r.seq] = er
             pred.model_cached[r.seq] = model.admit(r.seq, er) * block_size
             if sim is not None:
-                adm = sim.admit(list(er.prompt_keys), n_match=er.max_hit, n_anonymous=er.n_partial,
-                                timestamp_s=float(t))
+                # NOTE: the anonymous reservation covers every block the request will hold beyond its
+                # prompt (decode blocks and the last partial one): the engine allocates them while
+                # the request runs, so they must evict before release; release drops the
+                # reservation and the decode blocks take its slots without further eviction.
+                adm = sim.admit(list(er.prompt_keys), n_match=er.max_hit,
+                                n_anonymous=len(er.gen_keys) + er.n_partial, timestamp_s=float(t))
                 adms[r.seq] = adm
                 pred.cached[r.seq] = {p: int(h) * block_size
                                       for p, h in zip(pred.policies, adm.prefix_hits)}
