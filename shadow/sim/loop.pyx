@@ -293,8 +293,13 @@ cdef class CacheRun:
             while progress < needed:
                 k = self.policy.evict_n(&acc, needed - progress, self.evbuf)
                 if k <= 0:
-                    self._fail(FAIL_STUCK, req_index, 0)
                     self._unpin_match(ids, B)
+                    if hold:
+                        # NOTE: live admission into a cache full of in-flight (held) blocks:
+                        # the engine would have had to wait; the shadow skips the request.
+                        self._unserve()
+                        return 1
+                    self._fail(FAIL_STUCK, req_index, 0)
                     return -1
                 for j in range(k):
                     victim = self.evbuf[j]
@@ -389,6 +394,17 @@ cdef class CacheRun:
             slot = self.slots[i]
             if slot >= 0 and sids[slot] == ids[i] and pins[slot] > 0:
                 pins[slot] -= 1
+
+    cdef void _unserve(self) noexcept nogil:
+        """Take the last request's match statistics back and count it as skipped."""
+        self.n_req -= 1
+        self.n_req_skipped += 1
+        self.n_blocks -= self.last_blocks
+        self.n_hits -= self.last_hits
+        self.n_prefix_hits -= self.last_prefix_hits
+        self.total_cost -= self.last_cost
+        self.saved_cost -= self.last_saved
+        self.prefix_saved_cost -= self.last_prefix_saved
 
     cdef inline void _hole(self, int64_t start, int64_t length) noexcept nogil:
         self.n_holes += 1

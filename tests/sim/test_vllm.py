@@ -26,10 +26,15 @@ def test_vllm_running_blocks_not_evictable():
     a = sim.admit([1, 2, 3])
     b = sim.admit([10])                        # fits: one free slot
     assert b.served == [True]
-    c = sim.admit([20])                        # every slot held by a running request
-    assert sim.results()[0].error is not None or c.served == [False] or True
+    c = sim.admit([20])                        # every slot held by a running request: skipped
+    assert c.served == [False]
+    r = sim.results()[0]
+    assert r.error is None and (r.n_req, r.n_req_skipped) == (2, 1)
     sim.release(a)
     sim.release(b)
+    d = sim.admit([20])                        # released blocks are evictable again
+    assert d.served == [True]
+    assert sim.runs[0].policy.py_find(3) == -1  # the deepest block of the first request went first
 
 
 def test_vllm_equals_lru_offline_deepest_first():

@@ -1,0 +1,198 @@
+"""``shadow simulate``: a thin click layer over :class:`shadow.sim.simulator.Simulator`."""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from pathlib import Path
+
+import click
+
+from shadow.cli_options import (allow_truncated_option, block_id_option, parse_name_list,
+                                parse_size_list, trace_option)
+from shadow.errors import ShadowError
+from shadow.sim.cost import COST_MODELS, parse_cost_model
+from shadow.sim.registry import POLICIES, is_built, policy_info
+
+log = logging.getLogger(__name__)
+
+DEMO_ALGOS = "lru,fifo,clock,sieve,s3fifo,arc,gdsf,belady"
+DEMO_SIZES = "2k,8k,32k"
+
+
+def parse_algo_params(values: tuple[str, ...], algos: list[str]) -> dict[str, str]:
+    """``--algo-params`` values: ``k=v,...`` for every algo, or ``algo:k=v,...`` for one."""
+    out = {a: [] for a in algos}
+    for value in values:
+        head, sep, rest = value.partition(":")
+        if sep and head.strip().lower() in POLICIES:
+            name = head.strip().lower()
+            if name not in out:
+                raise ShadowError(f"--algo-params {value!r}: {name} is not in --algo")
+            out[name].append(rest)
+        else:
+            for a in algos:
+                out[a].append(value)
+    return {a: ",".join(p for p in v if p.strip()) for a, v in out.items()}
+
+
+def _append_atomically(path: str, lines: list[str]) -> None:
+    """Append lines to ``path`` by writing old + new content to a temp file and renaming it."""
+    p = Path(path)
+    old = p.read_text() if p.exists() else ""
+    if old and not old.endswith("\n"):
+        old += "\n"
+    fd, tmp = tempfile.mkstemp(prefix=p.name + ".", suffix=".tmp", dir=str(p.parent or "."))
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(old + "".join(line + "\n" for line in lines))
+        os.replace(tmp, p)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _size_label(n: int) -> str:
+    for unit, div in (("g", 1024 ** 3), ("m", 1024 ** 2), ("k", 1024)):
+        if n % div == 0:
+            return f"{n // div}{unit}"
+    return str(n)
+
+
+def format_table(results, sizes: list[int], algos: list[str], cost_uniform: bool) -> str:
+    """A readable policies x sizes table of hit ratios (and compute saving if costs differ)."""
+    by = {(r.spec.policy, r.spec.capacity): r for r in results}
+    lines = []
+    metrics = [("block hit ratio", "block_hit_ratio"),
+               ("prefix-only hit ratio (stop at first miss)", "prefix_hit_ratio")]
+    if not cost_uniform:
+        metrics.insert(1, ("compute saving ratio", "compute_saving_ratio"))
+    for title, attr in metrics:
+        lines.append(f"{title}:")
+        lines.append(f"  {'policy':<28s}" + "".join(f"{_size_label(s):>10s}" for s in sizes))
+        for a in algos:
+            cells = []
+            for s in sizes:
+                r = by.get((a, s))
+                cells.append(f"{'error':>10s}" if r is None or r.error else f"{getattr(r, attr):>10.4f}")
+            lines.append(f"  {a:<28s}" + "".join(cells))
+        lines.append("")
+    return "\n".join(lines)
+
+
+@click.command("simulate")
+@trace_option()
+@click.option("--cache-size", "-c", "cache_size", default=None,
+              help=f"Cache sizes in blocks, comma list, k/m/g = x1024 [default: {DEMO_SIZES}].")
+@click.option("--algo", "-a", "algo", default=None,
+              help=f"Policies, comma list (see --list-algos) [default: {DEMO_ALGOS}, built ones].")
+@click.option("--algo-params", "algo_params", multiple=True,
+              help="Policy parameters k=v,k=v for every policy, or algo:k=v,... for one; repeatable.")
+@click.option("--cost-model", default="uniform", show_default=True,
+              help="uniform, position, linear:A,B, table:FILE, qwen3coder30b_blksz_16, qwen3coder30b_blksz_64.")
+@click.option("--no-pin", is_flag=True, help="Let eviction take blocks the arriving request holds.")
+@click.option("--replay-order", type=click.Choice(["deepest-first", "prefix-order"]),
+              default="deepest-first", show_default=True, help="Order of the access phase.")
+@click.option("--no-verify", is_flag=True, help="Skip the residency check after each request.")
+@click.option("--dump-holes", "dump_holes", type=click.Path(file_okay=False), default=None,
+              help="Write per-request hole lines to DIR/holes_<trace>_cache<size>_<algo>.txt.")
+@click.option("--output", "-o", "output", type=click.Path(dir_okay=False), default=None,
+              help="Append the RESULT lines to this file.")
+@click.option("--format", "fmt", type=click.Choice(["table", "result"]), default=None,
+              help="table: policies x sizes; result: PrefixSim's lines [default: table without --trace].")
+@click.option("--list-algos", is_flag=True, help="List the policies and exit.")
+@allow_truncated_option()
+@block_id_option()
+def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_order, no_verify,
+             dump_holes, output, fmt, list_algos, allow_truncated, block_id) -> None:
+    """Replay a trace through prefix caches and report hit and compute-saving ratios.
+
+    Every (policy, size) cache is stepped over each decoded batch: one pass over the trace.
+    Without --trace, runs a handful of policies and sizes on the bundled Mooncake trace.
+    """
+    if list_algos:
+        for name in POLICIES:
+            if is_built(name):
+                info = policy_info(name)
+                pins = "honours pins" if info.honours_pins else "ignores pins"
+                extra = f" [{info.defaults}]" if info.defaults else ""
+                click.echo(f"{name:<30s}{info.description} ({pins}){extra}")
+            else:
+                click.echo(f"{name:<30s}(not built yet)")
+        return
+
+    from shadow.sim.simulator import CacheSpec, Simulator
+    from shadow.trace import bundled_trace_path, open_trace
+
+    demo = trace is None
+    path = trace if trace is not None else bundled_trace_path()
+    if fmt is None:
+        fmt = "table" if demo else "result"
+    sizes = parse_size_list(cache_size if cache_size else DEMO_SIZES)
+    if algo:
+        algos = parse_name_list(algo)
+    else:
+        algos = [a for a in parse_name_list(DEMO_ALGOS) if is_built(a)]
+    if not algos:
+        raise ShadowError("no policy given (--algo)")
+    if len(set(algos)) != len(algos):
+        raise ShadowError("--algo lists a policy twice")
+    for a in algos:
+        policy_info(a)                         # unknown / not built: a clear error now
+    params = parse_algo_params(algo_params, algos)
+    cost = parse_cost_model(cost_model)
+    specs = [CacheSpec(a, s, params[a]) for s in sizes for a in algos]
+
+    with open_trace(path, allow_truncated=allow_truncated, block_id=block_id) as tr:
+        h = tr.header
+        sim = Simulator(specs, cost_model=cost, pin=not no_pin, replay_order=replay_order,
+                        verify=not no_verify, dump_holes_dir=dump_holes,
+                        trace_name=trace if trace is not None else Path(path).name,
+                        block_id=block_id)
+        if sim.needs_next_access and not h.has_next_access:
+            sim.abort()
+            raise ShadowError(f"{path}: the trace has no next-access times, which "
+                              f"{', '.join(a for a in algos if policy_info(a).needs_next_access)} "
+                              f"need (convert it with `shadow convert`)")
+        kind = "jsonl" if type(tr).__name__ == "JsonlTrace" else "lcp"
+        click.echo(f"trace {path}: {h.n_requests} requests, {h.n_block_accesses} block accesses, "
+                   f"format {kind}, block-id {block_id}")
+        try:
+            for batch in tr:
+                sim.feed(batch)
+        except BaseException:
+            sim.abort()
+            raise
+        sim.close()
+    results = sim.results()
+
+    if fmt == "table":
+        click.echo(f"cache sizes {','.join(str(s) for s in sizes)} blocks, cost model {cost.name}, "
+                   f"pin {'off' if no_pin else 'on'}, replay {replay_order}")
+        click.echo("")
+        click.echo(format_table(results, sizes, algos, cost.name == "uniform"))
+    else:
+        for s in sizes:
+            click.echo(f"cache size {s} blocks, cost model {cost.name}")
+            click.echo("")
+            for r in results:
+                if r.spec.capacity == s:
+                    click.echo(r.summary_line())
+                    click.echo(r.result_line())
+    if output:
+        _append_atomically(output, [r.result_line() for r in results if not r.error])
+    for r in results:
+        if r.n_unexpected_eviction:
+            log.warning("%s cache %d: %d unexpected evictions: this run is not trustworthy",
+                        r.spec.policy, r.spec.capacity, r.n_unexpected_eviction)
+        if not no_pin and r.n_self_eviction:
+            log.warning("%s cache %d: %d self-evictions with pinning on (the policy ignores pins)",
+                        r.spec.policy, r.spec.capacity, r.n_self_eviction)
+    failed = [r for r in results if r.error]
+    if failed:
+        raise ShadowError("; ".join(f"{r.spec.policy} cache {r.spec.capacity}: {r.error}"
+                                    for r in failed))
