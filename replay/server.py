@@ -154,11 +154,26 @@ def launch(server_args: str, *, log_path: Path, timeout_s: float = 900.0,
     log_path.parent.mkdir(parents=True, exist_ok=True)
     logger.info("launching: %s", shlex.join(cmd))
     with open(log_path, "ab") as log:
+        log.write(f"# replay --launch: {shlex.join(cmd)}\n".encode())
+        log.flush()
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, env={**os.environ, **(env or {})})
     base = f"http://127.0.0.1:{port}"
+    with open(log_path, "ab") as log:
+        # NOTE: first lines of the log say where the server is, for whoever watches the run
+        log.write(f"# replay --launch: server {base} pid {proc.pid} (process group {proc.pid})\n".encode())
+
+    def _on_term(signum, frame):  # NOTE: SIGTERM must still stop the server we started
+        raise SystemExit(143)
+
+    try:
+        prev = signal.signal(signal.SIGTERM, _on_term)
+    except ValueError:  # not the main thread: the caller owns signal handling
+        prev = None
     try:
         wait_healthy(base, proc, timeout_s, log_path)
         yield base, proc
     finally:
         stop_process_group(proc)
+        if prev is not None:
+            signal.signal(signal.SIGTERM, prev)

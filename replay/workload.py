@@ -31,7 +31,7 @@ class RequestSpec:
     """One request to send: ``blocks`` are the trace ids of its full blocks, in prefix order."""
 
     index: int  # 0-based position in the trace (file order); keys the tail tokens
-    arrival_s: float  # trace time from the first request, seconds (0 when the trace has none)
+    arrival_s: float  # seconds from the first request sent (start time, else completion time, else 0)
     blocks: tuple[int, ...]
     tail: int
     prompt_tokens: int
@@ -103,7 +103,11 @@ def iter_requests(trace_path: str, *, tokens_per_block: int | None = None,
                     rec = recs[i]
                     ids = batch.request_blocks(i)
                     n_full, tail = scale_tail(len(ids), int(rec["input_length"]), tbs, tpb)
+                    # NOTE: arrival = start_time_us; traces that only carry the completion time
+                    # (Mooncake's `timestamp`) use that, as the simulator does.
                     start = int(rec["start_time_us"])
+                    if start < 0:
+                        start = int(rec["complete_time_us"])
                     t = start / 1e6 if start >= 0 else 0.0
                     if t0 is None:
                         t0 = t
