@@ -22,7 +22,7 @@ def _split_algos(algo_args: tuple[str, ...], params_args: tuple[str, ...]) -> li
     """
     algos: list[str] = []
     for a in algo_args:
-        for name in parse_name_list(a):
+        for name in parse_name_list(a.lower()):
             if name not in algos:
                 algos.append(name)
     if not algos:
@@ -52,24 +52,16 @@ def _split_algos(algo_args: tuple[str, ...], params_args: tuple[str, ...]) -> li
 
 
 def _check_policies_and_costs(algos: list[tuple[str, str]], cost_models: list[str]) -> None:
-    """Fail fast, before any worker starts, on an unknown policy or a bad cost model."""
-    try:
-        from shadow.sim import list_policies, parse_cost_model
-    except ImportError:
-        return  # NOTE: the simulator is not built here; each cell reports its own error
-    known = set(_policy_names(list_policies()))
-    for name, _ in algos:
-        if known and name not in known:
-            raise ShadowError(f"unknown policy {name!r} (shadow simulate --list-algos lists them)")
+    """Fail fast, before any worker starts: an unknown or unbuilt policy, bad parameters, a bad cost model."""
+    from shadow.sim import parse_cost_model
+    from shadow.sim.params import parse_params
+    from shadow.sim.registry import policy_info
+
+    for name, params in algos:
+        info = policy_info(name)
+        parse_params(params, info.defaults, where=f"policy {name}")
     for cm in cost_models:
         parse_cost_model(cm)
-
-
-def _policy_names(policies: object) -> list[str]:
-    out = []
-    for p in policies or []:  # type: ignore[union-attr]
-        out.append(p if isinstance(p, str) else getattr(p, "name", str(p)))
-    return out
 
 
 @click.command("sweep")

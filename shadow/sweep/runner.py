@@ -38,7 +38,8 @@ class SweepReport:
         return not self.failed
 
     def summary(self) -> str:
-        return (f"{self.n_cells} cells: {self.n_skipped} already done, {self.n_run} run, "
+        cells = "cell" if self.n_cells == 1 else "cells"
+        return (f"{self.n_cells} {cells}: {self.n_skipped} already done, {self.n_run} run, "
                 f"{len(self.failed)} failed")
 
 
