@@ -29,7 +29,7 @@ from shadow.sim.policies.random_compute cimport SampledPolicy, dense_add
 
 from shadow.sim.policies.random_compute import check_sampling_params
 
-DEFAULTS = "n-sample=128,n-refill=8,seed=1"
+DEFAULTS = "n-sample=128,evict-batch=8,seed=1"
 HONOURS_PINS = True
 NEEDS_NEXT_ACCESS = True
 DESCRIPTION = "sampled oracle: evict the farthest next access per unit of cost (PrefixSim fork)"
@@ -77,5 +77,5 @@ cdef class BeladyCompute(SampledPolicy):
 
 def make(capacity: int, params: dict) -> BeladyCompute:
     check_sampling_params("belady_compute", params)
-    return BeladyCompute(capacity, int(params["n-sample"]), int(params["n-refill"]),
+    return BeladyCompute(capacity, int(params["n-sample"]), int(params["evict-batch"]),
                          int(params["seed"]))

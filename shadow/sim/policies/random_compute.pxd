@@ -10,8 +10,8 @@ belady_compute, partial_node_random_compute), C-level.
   into ``items``, so the draw order depends only on the order of adds and removes, which the
   references reproduce with a list and the same swap.  ``items[n .. cap)`` hold the absent items
   when the set was created with ``full_permutation`` (used as a free list of node ids).
-* :c:type:`Cand`: a drawn candidate; the candidate heap orders by ``(score, seq)``, so among equal
-  scores the earlier draw wins (libCacheSim's "first drawn wins").
+* :c:func:`pick_best`: the up to ``b`` distinct slots of lowest score among ``n`` drawn
+  candidates; ties go to the earlier draw, so ``b == 1`` is libCacheSim's "first drawn wins".
 """
 
 from libc.stdint cimport int64_t, int32_t, uint64_t
@@ -73,34 +73,27 @@ cdef inline void dense_del(Dense* d, int64_t x, bint keep_absent) noexcept nogil
 
 cdef int dense_init(Dense* d, int64_t cap, bint full_permutation) except -1
 cdef void dense_free(Dense* d) noexcept nogil
-
-
-cdef struct Cand:
-    double score
-    int64_t seq        # draw number within one evict_n call: breaks ties, earlier first
-    int32_t slot
+cdef int64_t pick_best(const int32_t* cand, const double* score, int64_t n, int64_t b,
+                       int32_t* out, double* out_score) noexcept nogil
 
 
 cdef class SampledPolicy(Policy):
-    """Base of the slot-sampling policies: draws from ``dense``, lowest score evicted.
+    """Base of the slot-sampling policies: ``n_sample`` draws from ``dense``, lowest score evicted.
 
     A subclass defines ``_score`` (lower = evicted first) and keeps ``dense`` equal to its
-    sampling population.  ``_sample_evict`` keeps every candidate drawn during one ``evict_n``
-    call in a min-heap (scores cannot change within the call): the first victim costs
-    ``n_sample`` draws, each further one ``n_refill`` more.
+    sampling population; ``_sample_evict`` evicts up to ``evict_batch`` victims per sample.
     """
     cdef int64_t n_sample
-    cdef int64_t n_refill
+    cdef int64_t evict_batch
     cdef uint64_t rng
     cdef Dense dense            # the sampling population (slot numbers)
-    cdef Cand* heap             # candidates of the current evict_n call
-    cdef int64_t hn, hcap, seq
+    cdef int32_t* cand          # scratch: drawn slots (n_sample)
+    cdef double* cand_score     # scratch: their scores
+    cdef int32_t* best          # scratch: chosen slots (evict_batch)
+    cdef double* best_score
 
     cdef double _score(self, int64_t slot, int64_t now) noexcept nogil
-    cdef bint _push(self, int32_t slot, int64_t now) noexcept nogil
-    cdef int64_t _draw(self, int64_t want, int64_t now) noexcept nogil
-    cdef int64_t _fallback(self, int64_t now) noexcept nogil
-    cdef int32_t _pop_live(self) noexcept nogil
+    cdef int64_t _draw(self, int64_t now) noexcept nogil
     cdef int64_t _sample_evict(self, const Access* acc, int64_t n, int64_t* out) noexcept nogil
 
 

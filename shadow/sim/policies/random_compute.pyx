@@ -20,13 +20,13 @@ Memory: base 40 B/slot + dense set 8 + last 8 + freq 8 + cost 8 = 72 B/slot.
 """
 
 from libc.stdint cimport int64_t, int32_t, uint64_t
-from libc.stdlib cimport malloc, realloc, free
+from libc.stdlib cimport malloc, free
 from libc.math cimport exp
 
 from shadow.errors import ShadowError
 from shadow.sim.policy cimport Policy, Access
 
-DEFAULTS = "n-sample=128,n-refill=8,timestamp=request,seed=1"
+DEFAULTS = "n-sample=128,evict-batch=8,timestamp=request,seed=1"
 HONOURS_PINS = True
 NEEDS_NEXT_ACCESS = False
 DESCRIPTION = "sampled eviction of the lowest decayed-frequency x cost / age (PrefixSim fork)"
@@ -59,143 +59,118 @@ cdef void dense_free(Dense* d) noexcept nogil:
     d.pos = NULL
 
 
-cdef inline bint _cand_lt(const Cand* a, const Cand* b) noexcept nogil:
-    if a.score != b.score:
-        return a.score < b.score
-    return a.seq < b.seq
+cdef int64_t pick_best(const int32_t* cand, const double* score, int64_t n, int64_t b,
+                       int32_t* out, double* out_score) noexcept nogil:
+    """Write the up to ``b`` distinct slots of lowest score (ties: earlier draw first) to ``out``,
+    in ascending order; return how many."""
+    cdef int64_t i, j, m = 0
+    cdef int32_t s
+    cdef double sc
+    cdef bint dup
+    for i in range(n):
+        s = cand[i]
+        sc = score[i]
+        if m == b and not (sc < out_score[m - 1]):
+            continue
+        # NOTE: a repeated draw has the same score as its first occurrence, which is either still
+        # in the list (skip it) or was pushed out by strictly better ones (the test above skips it).
+        dup = False
+        for j in range(m):
+            if out[j] == s:
+                dup = True
+                break
+        if dup:
+            continue
+        if m < b:
+            j = m
+            m += 1
+        else:
+            j = m - 1
+        while j > 0 and sc < out_score[j - 1]:
+            out[j] = out[j - 1]
+            out_score[j] = out_score[j - 1]
+            j -= 1
+        out[j] = s
+        out_score[j] = sc
+    return m
 
 
 cdef class SampledPolicy(Policy):
     """See random_compute.pxd."""
 
-    def __cinit__(self, int64_t capacity, int64_t n_sample=128, int64_t n_refill=8,
+    def __cinit__(self, int64_t capacity, int64_t n_sample=128, int64_t evict_batch=1,
                   uint64_t seed=1, *args, **kwargs):
         if n_sample < 1 or n_sample > (1 << 30):
             raise ShadowError(f"n-sample must be in 1..2**30, got {n_sample}")
-        if n_refill < 1 or n_refill > (1 << 30):
-            raise ShadowError(f"n-refill must be in 1..2**30, got {n_refill}")
+        if evict_batch < 1 or evict_batch > (1 << 30):
+            raise ShadowError(f"evict-batch must be in 1..2**30, got {evict_batch}")
         self.n_sample = n_sample
-        self.n_refill = n_refill
+        self.evict_batch = evict_batch
         self.rng = seed
         dense_init(&self.dense, capacity, False)
-        self.hcap = 2 * n_sample + 64
-        self.heap = <Cand*>malloc(self.hcap * sizeof(Cand))
-        self.hn = 0
-        if self.heap == NULL:
+        self.cand = <int32_t*>malloc(n_sample * sizeof(int32_t))
+        self.cand_score = <double*>malloc(n_sample * sizeof(double))
+        self.best = <int32_t*>malloc(evict_batch * sizeof(int32_t))
+        self.best_score = <double*>malloc(evict_batch * sizeof(double))
+        if self.cand == NULL or self.cand_score == NULL or self.best == NULL or self.best_score == NULL:
             raise MemoryError("cannot allocate the sampling buffers")
 
     def __dealloc__(self):
         dense_free(&self.dense)
-        free(self.heap)
+        free(self.cand)
+        free(self.cand_score)
+        free(self.best)
+        free(self.best_score)
 
     cdef double _score(self, int64_t slot, int64_t now) noexcept nogil:
         return 0.0
 
-    cdef bint _push(self, int32_t slot, int64_t now) noexcept nogil:
-        """Add a candidate to the heap; False if the heap cannot grow (the draw is dropped)."""
-        cdef Cand c
-        cdef Cand* grown
-        cdef int64_t i, p
-        if self.hn == self.hcap:
-            grown = <Cand*>realloc(self.heap, 2 * self.hcap * sizeof(Cand))
-            if grown == NULL:
-                return False
-            self.heap = grown
-            self.hcap *= 2
-        c.score = self._score(slot, now)
-        c.seq = self.seq
-        c.slot = slot
-        self.seq += 1
-        i = self.hn
-        self.hn += 1
-        while i > 0:
-            p = (i - 1) >> 1
-            if not _cand_lt(&c, &self.heap[p]):
-                break
-            self.heap[i] = self.heap[p]
-            i = p
-        self.heap[i] = c
-        return True
-
-    cdef int32_t _pop_live(self) noexcept nogil:
-        """Pop candidates until one is still resident (an earlier pop of a repeated draw may
-        have evicted it); -1 when the heap runs out."""
-        cdef Cand top, last
-        cdef int64_t i, c
-        while self.hn > 0:
-            top = self.heap[0]
-            self.hn -= 1
-            last = self.heap[self.hn]
-            i = 0
-            while True:
-                c = 2 * i + 1
-                if c >= self.hn:
-                    break
-                if c + 1 < self.hn and _cand_lt(&self.heap[c + 1], &self.heap[c]):
-                    c += 1
-                if not _cand_lt(&self.heap[c], &last):
-                    break
-                self.heap[i] = self.heap[c]
-                i = c
-            if self.hn > 0:
-                self.heap[i] = last
-            if self.slot_ids[top.slot] != 0:
-                return top.slot
-        return -1
-
-    cdef int64_t _draw(self, int64_t want, int64_t now) noexcept nogil:
-        """Draw ``want`` unpinned candidates with replacement (at most ``4 * want`` tries)."""
-        cdef int64_t nc = 0, attempts = 0, s
+    cdef int64_t _draw(self, int64_t now) noexcept nogil:
+        """Fill ``cand``/``cand_score`` with one sample; return its size (0 only if empty)."""
+        cdef int64_t nc = 0, attempts = 0, limit = 4 * self.n_sample, i
+        cdef int64_t s
         cdef Dense* d = &self.dense
         if d.n == 0:
             return 0
-        while nc < want and attempts < 4 * want:
+        while nc < self.n_sample and attempts < limit:
             attempts += 1
             s = d.items[rng_below(&self.rng, d.n)]
             if self.pins[s] > 0:
                 continue
-            self._push(<int32_t>s, now)
+            self.cand[nc] = <int32_t>s
+            self.cand_score[nc] = self._score(s, now)
             nc += 1
-        return nc
-
-    cdef int64_t _fallback(self, int64_t now) noexcept nogil:
-        """No live candidate was drawn: take the first ``n_sample`` unpinned blocks in population
-        order, or, if every block is pinned, the first ``n_sample`` blocks (best effort)."""
-        cdef int64_t nc = 0, i, s
-        cdef Dense* d = &self.dense
-        for i in range(d.n):
-            s = d.items[i]
-            if self.pins[s] == 0:
-                self._push(<int32_t>s, now)
-                nc += 1
-                if nc == self.n_sample:
-                    return nc
+        if nc == 0:
+            # NOTE: every draw was pinned: look for unpinned blocks in population order, and only
+            # if there are none take pinned ones (best effort; the loop never needs this unpinned).
+            for i in range(d.n):
+                s = d.items[i]
+                if self.pins[s] == 0:
+                    self.cand[nc] = <int32_t>s
+                    self.cand_score[nc] = self._score(s, now)
+                    nc += 1
+                    if nc == self.n_sample:
+                        break
         if nc == 0:
             for i in range(min(d.n, self.n_sample)):
-                self._push(<int32_t>d.items[i], now)
+                s = d.items[i]
+                self.cand[nc] = <int32_t>s
+                self.cand_score[nc] = self._score(s, now)
                 nc += 1
         return nc
 
     cdef int64_t _sample_evict(self, const Access* acc, int64_t n, int64_t* out) noexcept nogil:
-        """Evict up to ``n`` blocks of the population: the lowest-scored of everything drawn so
-        far in this call, after ``n_sample`` draws for the first victim and ``n_refill`` more for
-        each further one."""
-        cdef int64_t k = 0
-        cdef int32_t s
-        self.hn = 0
-        self.seq = 0
+        """Evict up to ``n`` blocks of the population, ``evict_batch`` per sample."""
+        cdef int64_t k = 0, nc, got, i, s
         while k < n and self.dense.n > 0:
-            self._draw(self.n_sample if k == 0 else self.n_refill, acc.vtime)
-            s = self._pop_live()
-            if s < 0:
-                self._fallback(acc.vtime)
-                s = self._pop_live()
-                if s < 0:
-                    break
-            dense_del(&self.dense, s, False)
-            out[k] = self._drop_slot(s)
-            k += 1
-        self.hn = 0
+            nc = self._draw(acc.vtime)
+            got = pick_best(self.cand, self.cand_score, nc, min(n - k, self.evict_batch),
+                            self.best, self.best_score)
+            for i in range(got):
+                s = self.best[i]
+                dense_del(&self.dense, s, False)
+                out[k] = self._drop_slot(s)
+                k += 1
         return k
 
     cdef int64_t evict(self, const Access* acc) noexcept nogil:
@@ -221,7 +196,7 @@ cdef class SampledPolicy(Policy):
 cdef class RandomCompute(SampledPolicy):
     """See the module docstring."""
 
-    def __cinit__(self, int64_t capacity, int64_t n_sample=128, int64_t n_refill=8,
+    def __cinit__(self, int64_t capacity, int64_t n_sample=128, int64_t evict_batch=1,
                   uint64_t seed=1, bint per_request=True, *args, **kwargs):
         self.per_request = per_request
         self.last = <int64_t*>malloc(capacity * sizeof(int64_t))
@@ -277,8 +252,8 @@ def check_sampling_params(name: str, params: dict) -> None:
     """Clear errors for the parameters every sampling policy shares."""
     if not 1 <= int(params["n-sample"]) <= (1 << 30):
         raise ShadowError(f"policy {name}: n-sample must be in 1..2**30, got {params['n-sample']}")
-    if not 1 <= int(params["n-refill"]) <= (1 << 30):
-        raise ShadowError(f"policy {name}: n-refill must be in 1..2**30, got {params['n-refill']}")
+    if not 1 <= int(params["evict-batch"]) <= (1 << 30):
+        raise ShadowError(f"policy {name}: evict-batch must be in 1..2**30, got {params['evict-batch']}")
     if int(params["seed"]) < 0 or int(params["seed"]) >= (1 << 64):
         raise ShadowError(f"policy {name}: seed must be in 0..2**64-1, got {params['seed']}")
     if "timestamp" in params and params["timestamp"] not in ("request", "access"):
@@ -287,5 +262,5 @@ def check_sampling_params(name: str, params: dict) -> None:
 
 def make(capacity: int, params: dict) -> RandomCompute:
     check_sampling_params("random_compute", params)
-    return RandomCompute(capacity, int(params["n-sample"]), int(params["n-refill"]),
+    return RandomCompute(capacity, int(params["n-sample"]), int(params["evict-batch"]),
                          int(params["seed"]), params["timestamp"] == "request")

@@ -30,7 +30,7 @@ from shadow.sim.policies._dlist cimport DList, dl_init, dl_free, dl_push_head, d
 
 from shadow.sim.policies.random_compute import check_sampling_params
 
-DEFAULTS = "n-sample=128,n-refill=8,small-size-ratio=0.10,timestamp=request,seed=1"
+DEFAULTS = "n-sample=128,evict-batch=8,small-size-ratio=0.10,timestamp=request,seed=1"
 HONOURS_PINS = True
 NEEDS_NEXT_ACCESS = False
 DESCRIPTION = "random_compute over blocks that passed a small FIFO admission queue"
@@ -42,7 +42,7 @@ cdef class RandomComputeSmallQueue(RandomCompute):
     cdef DList small
     cdef readonly int64_t small_target
 
-    def __cinit__(self, int64_t capacity, int64_t n_sample=128, int64_t n_refill=8,
+    def __cinit__(self, int64_t capacity, int64_t n_sample=128, int64_t evict_batch=1,
                   uint64_t seed=1, bint per_request=True, double small_ratio=0.1, *args, **kwargs):
         dl_init(&self.small, capacity)
         self.small_target = <int64_t>(capacity * small_ratio)
@@ -105,5 +105,5 @@ def make(capacity: int, params: dict) -> RandomComputeSmallQueue:
     ratio = float(params["small-size-ratio"])
     if not 0.0 <= ratio <= 1.0:
         raise ShadowError(f"policy random_compute_small_queue: small-size-ratio must be in [0, 1], got {ratio}")
-    return RandomComputeSmallQueue(capacity, int(params["n-sample"]), int(params["n-refill"]),
+    return RandomComputeSmallQueue(capacity, int(params["n-sample"]), int(params["evict-batch"]),
                                    int(params["seed"]), params["timestamp"] == "request", ratio)
