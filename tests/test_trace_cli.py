@@ -1,0 +1,99 @@
+"""``shadow convert`` and ``shadow stat`` through the real command line (one-line errors)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def shadow(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "shadow", *args], capture_output=True, text=True,
+                          cwd=cwd or REPO, timeout=300)
+
+
+@pytest.mark.parametrize("cmd", ["convert", "stat"])
+def test_help(cmd):
+    r = shadow(cmd, "--help")
+    assert r.returncode == 0, r.stderr
+    assert "Usage: shadow " + cmd in r.stdout
+    assert "--allow-truncated" in r.stdout and "--block-id" in r.stdout
+
+
+def test_convert_and_stat(tmp_path, synthetic_jsonl):
+    out = tmp_path / "s.lcp.zst"
+    r = shadow("convert", str(synthetic_jsonl), str(out))
+    assert r.returncode == 0, r.stderr
+    assert "3,993 requests, 121,877 blocks, 43,924 unique" in r.stdout
+    r = shadow("stat", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "infinite-cache hit     0.639604" in r.stdout and "512 tokens" in r.stdout
+    assert r.stderr == ""   # no progress bar when stderr is not a terminal
+    r = shadow("stat", "--json", str(out))
+    s = json.loads(r.stdout)
+    assert s["requests"] == 3993 and s["unique_blocks"] == 43924 and s["max_blocks_per_request"] == 374
+    rd = s["reuse_distance"]
+    assert rd["n"] == 121877 - 43924 and 0 < rd["p50"] <= rd["p90"] <= rd["p99"]
+    r = shadow("convert", str(out), str(tmp_path / "back.jsonl"))
+    assert r.returncode == 0, r.stderr
+    assert len((tmp_path / "back.jsonl").read_text().splitlines()) == 3993
+
+
+def _one_line_error(r: subprocess.CompletedProcess, *fragments: str) -> None:
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("shadow: error: "), r.stderr
+    for f in fragments:
+        assert f in lines[0], lines[0]
+    assert "Traceback" not in r.stderr
+
+
+def test_bad_jsonl_line(tmp_path):
+    src = tmp_path / "bad.jsonl"
+    src.write_text('{"timestamp": 0, "hash_ids": [1]}\n{"timestamp": 1, "hash_ids": [1,\n')
+    r = shadow("convert", str(src), str(tmp_path / "o.lcp.zst"))
+    _one_line_error(r, f"{src}:2: invalid JSON")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl"]
+
+
+def test_truncated_lcp_errors_and_allow_truncated(tmp_path, synthetic_lcp):
+    data = synthetic_lcp.read_bytes()
+    cut = tmp_path / "cut.lcp.zst"
+    cut.write_bytes(data[: len(data) // 2])
+    r = shadow("stat", str(cut))
+    _one_line_error(r, "byte offset", "truncated", "complete requests read")
+    r = shadow("stat", "--json", "--allow-truncated", str(cut))
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    assert s["truncated"] and 0 < s["requests"] < 3993
+    assert "truncated" in r.stderr
+    r = shadow("convert", str(cut), str(tmp_path / "o.lcp"))
+    _one_line_error(r, "truncated")
+    assert not (tmp_path / "o.lcp").exists()
+
+
+@pytest.mark.parametrize("content,fragment", [
+    (b"", "empty file"),
+    (b"\x00\x01\x02garbage", "not a trace"),
+    (b"LCPTRACE\x02\x00\x00\x00" + bytes(8180), "unsupported lcp version 2"),
+    (b"\x28\xb5\x2f\xfd\x00\x00garbage", "zstd"),
+])
+def test_bad_files(tmp_path, content, fragment):
+    p = tmp_path / "x.lcp"
+    p.write_bytes(content)
+    _one_line_error(shadow("stat", str(p)), fragment)
+    _one_line_error(shadow("convert", str(p), str(tmp_path / "y.jsonl")), fragment)
+
+
+def test_usage_errors(tmp_path):
+    _one_line_error(shadow("stat", str(tmp_path / "missing.lcp")), "no such file")
+    r = shadow("convert", "only-one")
+    assert r.returncode == 2 and "need at least one input" in r.stderr
+    src = tmp_path / "a.jsonl"
+    src.write_text('{"timestamp": 0, "hash_ids": [1]}\n')
+    _one_line_error(shadow("convert", str(src), str(tmp_path / "out.bin")), "output format")
