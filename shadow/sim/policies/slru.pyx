@@ -1,14 +1,16 @@
 # cython: language_level=3
-"""Segmented LRU (libCacheSim 0.3.5 ``SLRU.c``): ``n-seg`` LRU segments of ``C // n-seg`` blocks.
+"""Segmented LRU (libCacheSim 0.3.5 ``SLRU.c``): ``n-seg`` LRU segments, segment 0 the lowest.
 
-Segment 0 is the lowest.
+Segment sizes: libCacheSim makes each ``C // n-seg``; here the remainder ``C % n-seg`` goes one
+block each to the lowest segments, so the segments always cover the cache.  Identical to
+libCacheSim when ``C`` is a multiple of ``n-seg``; otherwise libCacheSim's segment 0 runs over its
+size and a *hit* can evict (an eviction inside the access phase, which the loop cannot allow).
 
-* insert: the head of the lowest segment with room; if none has room (only possible when ``C`` is
-  not a multiple of ``n-seg``) segment 0's head, which then runs over its size.
+* insert: the head of the lowest segment with room (the loop guarantees a free slot, so one has).
 * hit: in the top segment the block moves to its head; otherwise it moves to the head of the next
   segment, and while that segment is over its size its tail is *cooled* to the head of the segment
-  below, cascading; cooling segment 0 evicts its tail (a *spilled* eviction outside ``evict``: the
-  loop sees ``n_resident`` drop; it only happens when ``C`` is not a multiple of ``n-seg``).
+  below, cascading; cooling segment 0 would evict its tail (cannot happen while the segments cover
+  the cache; kept for fidelity).
 * evict: the tail of the lowest non-empty segment.
 
 Pins: honoured.  The victim is the first unpinned block from the tail of the lowest non-empty
@@ -41,12 +43,13 @@ cdef class SLRU(Policy):
     cdef DList segs[MAX_SEG]
     cdef uint8_t* seg_of
     cdef readonly int n_seg
-    cdef readonly int64_t seg_size
+    cdef int64_t seg_size[MAX_SEG]
 
     def __cinit__(self, int64_t capacity, int n_seg=4, *args, **kwargs):
         cdef int i
         self.n_seg = n_seg
-        self.seg_size = capacity // n_seg
+        for i in range(n_seg):
+            self.seg_size[i] = capacity // n_seg + (1 if i < capacity % n_seg else 0)
         dl_init(&self.segs[0], capacity)
         for i in range(1, n_seg):
             self.segs[i] = self.segs[0]
@@ -72,7 +75,7 @@ cdef class SLRU(Policy):
         dl_unlink(&self.segs[i], s)
         self.seg_of[s] = <uint8_t>(i - 1)
         dl_push_head(&self.segs[i - 1], s)
-        while self.segs[i - 1].n > self.seg_size:
+        while self.segs[i - 1].n > self.seg_size[i - 1]:
             self._cool(i - 1)
 
     cdef void hit(self, int64_t slot, const Access* acc) noexcept nogil:
@@ -83,14 +86,14 @@ cdef class SLRU(Policy):
         dl_unlink(&self.segs[i], slot)
         self.seg_of[slot] = <uint8_t>(i + 1)
         dl_push_head(&self.segs[i + 1], slot)
-        while self.segs[i + 1].n > self.seg_size:
+        while self.segs[i + 1].n > self.seg_size[i + 1]:
             self._cool(i + 1)
 
     cdef int64_t insert(self, const Access* acc) noexcept nogil:
         cdef int i, seg = 0
         cdef int64_t slot
         for i in range(self.n_seg):
-            if self.segs[i].n + 1 <= self.seg_size:
+            if self.segs[i].n + 1 <= self.seg_size[i]:
                 seg = i
                 break
         slot = self._take_slot(acc.block_id)
@@ -117,6 +120,10 @@ cdef class SLRU(Policy):
         dl_unlink(&self.segs[self.seg_of[slot]], slot)
         self._drop_slot(slot)
 
+    @property
+    def seg_sizes(self) -> list[int]:
+        return [self.seg_size[i] for i in range(self.n_seg)]
+
     def segments(self) -> list[list[int]]:
         """Ids per segment (0 = lowest), each from the head (most recent) to the tail."""
         cdef int i
@@ -136,6 +143,4 @@ def make(capacity: int, params: dict) -> SLRU:
     n_seg = int(params.get("n-seg", 4))
     if not 1 <= n_seg <= MAX_SEG:
         raise ShadowError(f"policy slru: n-seg must be in [1, {MAX_SEG}], got {n_seg}")
-    if capacity < n_seg:
-        raise ShadowError(f"policy slru: cache size {capacity} is smaller than n-seg={n_seg}")
     return SLRU(capacity, n_seg)

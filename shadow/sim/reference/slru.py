@@ -1,14 +1,16 @@
 """Pure-Python segmented LRU (libCacheSim 0.3.5 ``SLRU.c``): the differential oracle for policies/slru.pyx.
 
-``n-seg`` LRU segments, 0 the lowest, each of ``C // n-seg`` blocks.
+``n-seg`` LRU segments, 0 the lowest.  libCacheSim makes each ``C // n-seg`` blocks; here the
+remainder ``C % n-seg`` goes one block each to the lowest segments, so the segments always cover
+the cache (identical to libCacheSim when ``C`` is a multiple of ``n-seg``; otherwise libCacheSim's
+segment 0 runs over its size and a *hit* can evict, which the serve loop cannot allow).
 
 * insert: into the head of the lowest segment with room; if none has room, evict while the cache
-  is full (only when ``C`` is a multiple of ``n-seg`` is it always full then), then segment 0's
-  head (segment 0 may then exceed its size).
+  is full, then segment 0's head.
 * hit: in the top segment the block moves to its head; otherwise it moves to the head of the next
   segment, and while that segment is over its size its tail is *cooled* to the head of the
-  segment below (cascading); cooling segment 0 evicts its tail (a *spilled* eviction outside ``evict``;
-  it happens only when ``C`` is not a multiple of ``n-seg``; pins are skipped within segment 0).
+  segment below (cascading); cooling segment 0 would evict its tail (cannot happen while the
+  segments cover the cache; kept for fidelity, pins skipped within segment 0).
 * evict: the tail of the lowest non-empty segment.
 
 Pins: the first unpinned block from the tail of the lowest non-empty segment, then of the
@@ -30,7 +32,8 @@ class SLRU:
         p = {**parse_params(None, DEFAULTS), **params} if isinstance(params, dict) else parse_params(params, DEFAULTS, where="policy slru")
         self.capacity = capacity
         self.n_seg = int(p["n-seg"])
-        self.seg_size = capacity // self.n_seg
+        base, extra = divmod(capacity, self.n_seg)
+        self.seg_sizes = [base + (1 if i < extra else 0) for i in range(self.n_seg)]
         # NOTE: the first key of each OrderedDict is its tail (LRU end).
         self.segs: list[OrderedDict[int, None]] = [OrderedDict() for _ in range(self.n_seg)]
         self.where: dict[int, int] = {}
@@ -58,7 +61,7 @@ class SLRU:
         bid, _ = self.segs[i].popitem(last=False)
         self.segs[i - 1][bid] = None
         self.where[bid] = i - 1
-        while len(self.segs[i - 1]) > self.seg_size:
+        while len(self.segs[i - 1]) > self.seg_sizes[i - 1]:
             self._cool(i - 1)
 
     def hit(self, bid: int, acc=None) -> None:
@@ -69,12 +72,12 @@ class SLRU:
         del self.segs[i][bid]
         self.segs[i + 1][bid] = None
         self.where[bid] = i + 1
-        while len(self.segs[i + 1]) > self.seg_size:
+        while len(self.segs[i + 1]) > self.seg_sizes[i + 1]:
             self._cool(i + 1)
 
     def insert(self, bid: int, acc=None) -> None:
         for i in range(self.n_seg):
-            if len(self.segs[i]) + 1 <= self.seg_size:
+            if len(self.segs[i]) + 1 <= self.seg_sizes[i]:
                 break
         else:
             while len(self.where) + 1 > self.capacity:
