@@ -1,0 +1,152 @@
+"""The replay command line without a vLLM server: every --help, one-line errors, a refused server,
+and `replay report` on a results directory written by hand from the bundled trace."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from replay.cli import cli
+from replay.results import RequestResult, read_results, summarize, write_results
+from replay.workload import load_requests
+from tests.vllm_support import REPO_ROOT, free_port
+
+BUNDLED = str(REPO_ROOT / "shadow" / "data" / "mooncake_synthetic.jsonl")
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    return subprocess.run([sys.executable, "-m", "replay", *args], cwd=str(REPO_ROOT), env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("args", [["--help"], ["report", "--help"], ["-h"]])
+def test_every_help(args):
+    r = CliRunner().invoke(cli, args)
+    assert r.exit_code == 0, r.output
+    assert "Usage: " in r.output
+    if args == ["report", "--help"]:
+        assert "RESULTS" in r.output and "--num-gpu-blocks" in r.output
+    else:
+        for opt in ("--trace", "--endpoint", "--launch", "--tokens-per-block", "--speedup", "--rate",
+                    "--burstiness", "--concurrency", "--max-requests", "--duration",
+                    "--max-output-tokens", "--validate", "--vocab-size"):
+            assert opt in r.output, opt
+
+
+def test_console_script_help():
+    r = _run("--help")
+    assert r.returncode == 0 and "report" in r.stdout
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--trace", "/nonexistent.jsonl", "--endpoint", "http://127.0.0.1:9"], "no such trace file"),
+    (["--trace", BUNDLED, "--endpoint", "http://127.0.0.1:9", "--rate", "0"], "bad --rate"),
+    (["--trace", BUNDLED, "--endpoint", "http://127.0.0.1:9", "--rate", "1", "--speedup", "2"],
+     "exclude each other"),
+    (["--trace", BUNDLED, "--endpoint", "http://127.0.0.1:9", "--max-output-tokens", "0"],
+     "bad --max-output-tokens"),
+])
+def test_bad_input_is_one_line(args, msg):
+    r = _run(*args)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("replay: error: ") and msg in lines[0], r.stderr
+
+
+def test_server_down_is_one_line():
+    port = free_port()
+    r = _run("--trace", BUNDLED, "--endpoint", f"http://127.0.0.1:{port}")
+    assert r.returncode == 2
+    line = r.stderr.strip().splitlines()[-1]
+    assert line.startswith("replay: error: ") and f"127.0.0.1:{port}/v1/models" in line
+    assert "Traceback" not in r.stderr
+
+
+def test_usage_errors():
+    r = _run("--endpoint", "http://127.0.0.1:9")
+    assert r.returncode == 2 and "--trace is required" in r.stderr
+    r = _run("--trace", BUNDLED)
+    assert r.returncode == 2 and "exactly one of --endpoint and --launch" in r.stderr
+    r = _run("--trace", BUNDLED, "--launch", "--model x --port 5")
+    assert r.returncode == 2 and "do not pass --port" in r.stderr
+
+
+def test_refused_requests_are_counted(tmp_path):
+    """The client records every refused request and still writes results and a summary."""
+    import asyncio
+
+    from replay.client import ClientConfig, run_requests
+    from replay.timing import make_timing
+    from replay.tokens import TokenSynth, Vocab
+
+    _, _, specs = load_requests(BUNDLED, tokens_per_block=32, max_requests=4, max_output_tokens=2)
+    synth = TokenSynth(Vocab(1000))
+    cfg = ClientConfig(endpoint=f"http://127.0.0.1:{free_port()}", model="m", request_timeout_s=5)
+    timing = make_timing(speedup=None, rate=None, burstiness=1, concurrency=2, duration_s=None)
+    results, interrupted = asyncio.run(run_requests(
+        cfg, specs, [0.0] * 4, timing, lambda s: synth.prompt(s.blocks, 32, s.index, s.tail)))
+    assert not interrupted and len(results) == 4
+    assert all(r.error and r.error.startswith("connect:") and not r.reached_engine for r in results)
+    s = summarize(results)
+    assert s["n_errors"] == 4 and s["errors"] == {"connect": 4} and s["n_ok"] == 0
+    write_results(tmp_path, results, {"tokens_per_block": 32}, s)
+    d, run, back = read_results(tmp_path)
+    assert [r.seq for r in back] == [r.seq for r in results] and run == {"tokens_per_block": 32}
+
+
+def test_report_from_results_written_by_hand(tmp_path):
+    """`replay report` on records shaped like a one-at-a-time run: numbers, files, plots."""
+    _, _, specs = load_requests(BUNDLED, tokens_per_block=32, skip_requests=3965, max_requests=25,
+                                max_output_tokens=8)
+    from replay.engine_model import BlockPoolModel, engine_request, unique_keys
+
+    pool, fresh = BlockPoolModel(257), unique_keys()
+    results = []
+    for i, s in enumerate(specs):
+        hit = pool.admit(i, engine_request(s.blocks, s.tail, 32, 32, s.max_tokens, fresh)) * 32
+        pool.release(i)
+        u = s.prompt_tokens - hit
+        results.append(RequestResult(
+            index=s.index, seq=i, blocks=list(s.blocks), tail=s.tail, prompt_tokens=s.prompt_tokens,
+            max_tokens=s.max_tokens, sent_s=float(i), end_s=i + 0.5, reached_engine=True,
+            output_tokens=s.max_tokens, cached_tokens=hit, ttft_s=0.01 + 2e-5 * u + 1e-9 * u * u,
+            e2e_s=0.4, first_token_s=i + 0.1, itl_s=[0.01] * (s.max_tokens - 1), status=200))
+    results[3].cached_tokens += 32  # one request the prediction must flag
+    write_results(tmp_path, results, {"tokens_per_block": 32, "engine_block_size": 32,
+                                      "num_gpu_blocks": 257}, summarize(results))
+    r = CliRunner().invoke(cli, ["report", str(tmp_path), "--policies", "lru,fifo"])
+    assert r.exit_code == 0, r.output
+    assert "24 of 25 requests match" in r.output
+    rep = json.loads((tmp_path / "report.json").read_text())
+    v = rep["validation"]
+    assert v["n_compared"] == 25 and v["n_match"] == 24 and v["match_rate"] == pytest.approx(0.96)
+    assert [d["seq"] for d in v["differing"]] == [3]
+    assert rep["prefill_model"]["r2"] > 0.999 and len(rep["prefill_model"]["coef"]) == 3
+    pol = {p["policy"]: p for p in rep["policies"]}
+    assert set(pol) == {"measured", "vllm", "lru", "fifo"}
+    total = sum(s.prompt_tokens for s in specs)
+    assert pol["vllm"]["hit_ratio"] == pytest.approx((sum(x.cached_tokens for x in results) - 32) / total)
+    assert pol["vllm"]["prefill_saving"] > 0
+    for name in rep["plots"]:
+        assert (tmp_path / name).read_bytes().startswith(b"\x89PNG")
+    assert len(rep["plots"]) == 3
+    assert (tmp_path / "report.md").read_text().startswith("# Replay validation report")
+    # missing capacity: a clear one-line error
+    os.remove(tmp_path / "run.json")
+    r = _run("report", str(tmp_path))
+    assert r.returncode == 2 and "--num-gpu-blocks" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_report_on_a_non_results_dir(tmp_path):
+    r = _run("report", str(tmp_path))
+    assert r.returncode == 2 and "not a replay results directory" in r.stderr
+    (tmp_path / "requests.jsonl").write_text('{"index": 1}\nnot json\n')
+    r = _run("report", str(tmp_path), "--num-gpu-blocks", "10", "--engine-block-size", "32",
+             "--tokens-per-block", "32")
+    assert r.returncode == 2 and "requests.jsonl:1:" in r.stderr
