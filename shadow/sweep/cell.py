@@ -24,10 +24,19 @@ def run_cell(cell: Cell) -> str:
                           f"exist on every node)")
     sim = Simulator([CacheSpec(cell.algo, cell.capacity, cell.params)], cost_model=cell.cost_model,
                     pin=cell.pin, replay_order=cell.replay_order, verify=True,
-                    trace_name=cell.trace_name)
-    with open_trace(cell.trace, block_id=cell.block_id) as tr:
-        for batch in tr:
-            sim.feed(batch)
+                    trace_name=cell.trace_name, block_id=cell.block_id)
+    with open_trace(cell.trace, allow_truncated=cell.allow_truncated, block_id=cell.block_id) as tr:
+        if sim.needs_next_access and not tr.header.has_next_access:
+            sim.abort()
+            raise ShadowError(f"{cell.trace}: the trace has no next-access times, which {cell.algo} "
+                              f"needs (convert it with `shadow convert`)")
+        try:
+            for batch in tr:
+                sim.feed(batch)
+        except BaseException:
+            sim.abort()
+            raise
+        sim.close()
     results = sim.results()
     for r in results:
         if r.error:

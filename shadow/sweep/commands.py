@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from shadow.cli_options import block_id_option, parse_name_list, parse_size
+from shadow.cli_options import allow_truncated_option, block_id_option, parse_name_list, parse_size
 from shadow.errors import ShadowError
 from shadow.sweep.plan import parse_capacities, plan_cells
 
@@ -93,12 +93,13 @@ def _check_policies_and_costs(algos: list[tuple[str, str]], cost_models: list[st
 @click.option("--replay-order", type=click.Choice(REPLAY_ORDERS), default="deepest-first",
               show_default=True, help="Replay a request from its deepest block or from its first.")
 @block_id_option()
+@allow_truncated_option()
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar over cells on stderr  [default: when stderr is a terminal]")
 def sweep(traces_args: tuple[str, ...], traces: tuple[str, ...], algos: tuple[str, ...],
           algo_params: tuple[str, ...], cache_sizes: str, cost_models: tuple[str, ...], out_dir: str,
           executor: str, jobs: int | None, address: str | None, no_pin: bool, replay_order: str,
-          block_id: str, progress: bool | None) -> None:
+          block_id: str, allow_truncated: bool, progress: bool | None) -> None:
     """Simulate every (trace, policy, capacity, cost model) cell, in parallel, resumably.
 
     Each cell streams its trace once through one simulated cache (constant memory) and is stored as
@@ -128,7 +129,7 @@ def sweep(traces_args: tuple[str, ...], traces: tuple[str, ...], algos: tuple[st
     if executor == "ray" and jobs is not None:
         raise ShadowError("--jobs is for --executor local (Ray schedules one CPU per cell)")
     cells = plan_cells(all_traces, pairs, caps, cms, pin=not no_pin, replay_order=replay_order,
-                       block_id=block_id)
+                       block_id=block_id, allow_truncated=allow_truncated)
     ex = make_executor(executor, jobs=jobs, address=address)
     report = run_sweep(cells, out_dir, ex, progress=progress)
     click.echo(f"{report.summary()}; wrote {report.csv_path}")

@@ -6,7 +6,7 @@ of storage: it is run by one task that streams its trace once through one
 :class:`shadow.sim.Simulator` with one cache, and it is stored as one file under ``DIR/cells/``.
 
 Invariant: a cell's :meth:`Cell.key` names every input that can change its result (the trace path,
-the policy and its parameters, the capacity, the cost model, pinning, replay order, block-id mode),
+the policy and its parameters, the capacity, the cost model, pinning, replay order, block-id mode, truncation),
 and nothing else, so two cells with equal keys give identical RESULT lines and a cell file found in
 ``DIR`` can stand in for running the cell again.
 """
@@ -95,6 +95,7 @@ class Cell:
     pin: bool = True
     replay_order: str = "deepest-first"
     block_id: str = "prefix"
+    allow_truncated: bool = False
 
     def key(self) -> str:
         """The canonical text of every field: equal keys, equal results."""
@@ -130,7 +131,8 @@ class Cell:
 
 def plan_cells(traces: Iterable[str], algos: Iterable[tuple[str, str]], capacities: Iterable[int],
                cost_models: Iterable[str], *, pin: bool = True,
-               replay_order: str = "deepest-first", block_id: str = "prefix") -> list[Cell]:
+               replay_order: str = "deepest-first", block_id: str = "prefix",
+               allow_truncated: bool = False) -> list[Cell]:
     """The cells of a sweep, in trace, cost model, policy, capacity order, without duplicates.
 
     ``algos`` holds ``(name, params)`` pairs.  Trace paths are made absolute.
@@ -143,7 +145,8 @@ def plan_cells(traces: Iterable[str], algos: Iterable[tuple[str, str]], capaciti
         for cost_model in cost_models:
             for algo, params in algos:
                 for cap in caps:
-                    cell = Cell(path, algo, cap, cost_model, params, pin, replay_order, block_id)
+                    cell = Cell(path, algo, cap, cost_model, params, pin, replay_order, block_id,
+                                allow_truncated)
                     if cell not in seen:
                         seen.add(cell)
                         cells.append(cell)

@@ -19,7 +19,7 @@ def test_every_help(args):
     assert res.exit_code == 0, res.output
     assert res.output.startswith(f"Usage: cli {args[0]} ") or res.output.startswith(f"Usage: shadow {args[0]} ")
     for word in (["--cache-sizes", "--executor", "--jobs", "--address", "--no-pin", "--replay-order",
-                  "--algo-params", "--block-id", "--cost-model"] if args[0] == "sweep"
+                  "--algo-params", "--block-id", "--cost-model", "--allow-truncated"] if args[0] == "sweep"
                  else ["--bytes-per-block", "--out"]):
         assert word in res.output
 

@@ -126,3 +126,24 @@ def test_plot_a_real_sweep(trace, tmp_path):
         assert data[:8] == b"\x89PNG\r\n\x1a\n"
         img = matplotlib.image.imread(p)
         assert img.shape[0] > 300 and img.shape[1] > 600 and img.std() > 0.01
+
+
+def test_sweep_cells_equal_shadow_simulate(trace, tmp_path):
+    algos = ",".join(built("lru", "s3fifo", "belady"))
+    common = ["-t", trace, "-a", algos, "--cost-model", "position", "--algo-params", "lru:"]
+    sim = shadow("simulate", *common, "-c", "1k,4k", "--format", "result")
+    assert sim.returncode == 0, sim.stderr
+    expected = {}
+    for line in sim.stdout.splitlines():
+        if line.startswith("RESULT "):
+            d = parse_result_line(line)
+            expected[(d.pop("algo"), d.pop("cache_size"))] = d
+    proc = shadow("sweep", *common, "-c", "1k:4k:log2", "--out", str(tmp_path / "s"), "-j", "2")
+    assert proc.returncode == 0, proc.stderr
+    rows = read_rows(tmp_path / "s" / "results.csv")
+    assert len(rows) == len(expected) == 2 * len(algos.split(","))
+    for r in rows:
+        ref = expected[(r["algo"], r["cache_size"])]
+        for key, value in ref.items():
+            if key != "trace":
+                assert r[key] == value, (r["algo"], r["cache_size"], key)
