@@ -1,5 +1,9 @@
+import numpy as np
+import pytest
+
 from shadow.sim.registry import make_policy
-from tests.sim.policy_mixin import PolicyMixin
+from tests.sim._traces import random_trace
+from tests.sim.policy_mixin import PolicyMixin, run_both
 
 
 class TestARC(PolicyMixin):
@@ -38,3 +42,15 @@ def test_arc_skips_pinned():
     p.py_pin(1)
     assert p.py_evict() == 2           # |T1|+|B1|+1 > C and B1 empty: no ghost
     assert p.queues()["b1"] == []
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("capacity", [20, 32, 48])
+def test_arc_same_hits_as_libcachesim_larger_caches(capacity, seed):
+    lcs_test = pytest.importorskip("tests.sim.test_vs_libcachesim")
+    rng = np.random.default_rng(100 + seed)
+    trace = random_trace(rng, 200, n_roots=3, max_len=12, n_raw=4)
+    want, want_stats = lcs_test._lcs_hits("arc", capacity, trace)
+    got, _, got_c, _, _, _ = run_both("arc", "", capacity, trace, pin=False, cost_model="uniform")
+    assert got == want
+    assert got_c["n_eviction"] == want_stats["n_eviction"]

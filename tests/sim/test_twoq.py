@@ -1,5 +1,9 @@
+import numpy as np
+import pytest
+
 from shadow.sim.registry import make_policy
-from tests.sim.policy_mixin import PolicyMixin
+from tests.sim._traces import random_trace
+from tests.sim.policy_mixin import PolicyMixin, run_both
 
 
 class TestTwoQ(PolicyMixin):
@@ -35,3 +39,15 @@ def test_twoq_hand_traced():
     assert p.queues()["ain"] == [8, 7]
     p.py_get(1)                            # Am LRU: [1, 2]
     assert p.py_evict() == 2               # Ain at its size: Am's LRU tail
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("capacity", [20, 32, 48])
+def test_twoq_same_hits_as_libcachesim_larger_caches(capacity, seed):
+    lcs_test = pytest.importorskip("tests.sim.test_vs_libcachesim")
+    rng = np.random.default_rng(100 + seed)
+    trace = random_trace(rng, 200, n_roots=3, max_len=12, n_raw=4)
+    want, want_stats = lcs_test._lcs_hits("twoq", capacity, trace)
+    got, _, got_c, _, _, _ = run_both("twoq", "", capacity, trace, pin=False, cost_model="uniform")
+    assert got == want
+    assert got_c["n_eviction"] == want_stats["n_eviction"]
