@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import sys
 import threading
 from typing import Iterator
 
@@ -27,7 +28,7 @@ from shadow.trace.header import LcpHeader, parse_header
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_BATCH_ENTRIES = 1 << 20
+DEFAULT_BATCH_ENTRIES = 1 << 18
 # NOTE: no real request has 2**26 blocks (a trillion tokens at 16 tokens per block); a larger
 # n_blocks in a file without valid counts is corrupt data, not a reason to allocate gigabytes.
 MAX_PLAUSIBLE_BLOCKS = 1 << 26
@@ -175,6 +176,7 @@ class LcpReader:
         self.n_entries = 0
         self.truncated = False
         self._closers: list = []
+        self._pool: list[tuple[np.ndarray, ...]] = []
 
     def __enter__(self) -> "LcpReader":
         return self
@@ -189,12 +191,25 @@ class LcpReader:
 
     # -- batch arrays -------------------------------------------------------------------------
     def _alloc(self, n_entries: int) -> None:
-        self._records = np.empty(self.batch_requests, dtype=RECORD_DTYPE)
+        # NOTE: fresh arrays cost a page fault per 4 KiB on first touch, which is slower than
+        # parsing itself; so reuse an earlier set once no batch (view) refers to it any more.
+        # A set is free when the pool's tuple is the only holder of each array.
+        arrays = None
+        for k, cand in enumerate(self._pool):
+            if cand[2].shape[0] >= n_entries and all(sys.getrefcount(a) == 3 for a in cand):
+                arrays = cand
+                break
+        if arrays is None:
+            rec = np.empty(self.batch_requests, dtype=RECORD_DTYPE)
+            arrays = (rec, np.empty(self.batch_requests + 1, dtype=np.int64),
+                      np.empty(n_entries, dtype=np.int64), np.empty(n_entries, dtype=np.int64))
+            if n_entries <= self.batch_entries:
+                self._pool.append(arrays)
+                if len(self._pool) > 3:
+                    self._pool.pop(0)
+        self._records, self._offsets, self._ids, self._nxt = arrays
         self._rec_u8 = self._records.view(np.uint8)
-        self._offsets = np.empty(self.batch_requests + 1, dtype=np.int64)
         self._offsets[0] = 0
-        self._ids = np.empty(n_entries, dtype=np.int64)
-        self._nxt = np.empty(n_entries, dtype=np.int64)
         self._n_req = 0
         self._n_ent = 0
 
@@ -204,6 +219,7 @@ class LcpReader:
                       first_request=self.n_requests, first_vtime=self.n_entries + 1)
         self.n_requests += n
         self.n_entries += m
+        self._records = self._offsets = self._ids = self._nxt = self._rec_u8 = None
         self._alloc(self.batch_entries)
         return batch
 

@@ -30,7 +30,7 @@ from shadow.trace.format import (
 )
 from shadow.trace.header import LcpHeader
 
-DEFAULT_LEVEL = 5
+DEFAULT_LEVEL = 3
 WINDOW_LOG = 27
 
 # zstd frame: magic, descriptor 0x60 (single segment, 2-byte content size), content size - 256,
