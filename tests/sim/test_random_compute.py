@@ -1,0 +1,191 @@
+"""random_compute: shared mixin, hand-traced scores, exact differential vs the reference with batching.
+
+Also home of :func:`run_batched`, the differential harness the other C2 sampling policies use: the
+reference loop (``reference/loop.py``) asks for one victim at a time, the Cython loop asks
+``evict_n`` for the whole deficit, so :class:`BatchedRef` turns the reference loop's
+one-at-a-time ``evict`` calls during allocation back into the same ``evict_n`` calls.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from shadow.sim import CacheSpec, Simulator
+from shadow.sim.reference import make_reference
+from shadow.sim.reference.loop import RefCache
+from shadow.sim.reference.random_compute import DenseSet, SplitMix64
+from shadow.sim.registry import make_policy
+from shadow.trace.batch import Batch
+from tests.sim._traces import next_access
+from tests.sim.policy_mixin import PolicyMixin, prefix_traces, raw_traces
+
+
+class BatchedRef:
+    """A reference policy whose allocation-phase evictions come from ``evict_n(needed - progress)``,
+    exactly as the Cython loop asks; call :meth:`begin` with the request's ids before serving it."""
+
+    def __init__(self, inner, capacity: int) -> None:
+        self.inner = inner
+        self.capacity = capacity
+        self.queue: list[int] = []
+        self.ids: list[int] = []
+        self.needed: int | None = None
+        self.progress = 0
+
+    def begin(self, ids: list[int]) -> None:
+        self.ids, self.needed, self.progress, self.queue = list(ids), None, 0, []
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def evict(self, acc, pinned: set[int]) -> int:
+        if acc.vtime != acc.req_vtime - len(self.ids):      # access phase: one eviction
+            return self.inner.evict(acc, pinned)
+        alpha = set(self.ids)
+        if self.needed is None:
+            missing = {b for b in alpha if not self.inner.find(b)}
+            self.needed = len(missing) - (self.capacity - len(self.inner))
+        if not self.queue:
+            self.queue = list(self.inner.evict_n(acc, self.needed - self.progress, pinned))
+            if not self.queue:
+                return 0
+        victim = self.queue.pop(0)
+        if victim not in alpha:
+            self.progress += 1
+        return victim
+
+
+def run_batched(name: str, params: str, capacity: int, trace: list[list[int]], *, pin: bool,
+                replay_order: str = "deepest-first", cost_model: str = "position"):
+    """Per-request (hits, prefix hits, skipped) and counters: Cython loop vs batched reference."""
+    nxt = next_access(trace)
+    sim = Simulator([CacheSpec(name, capacity, params)], pin=pin, replay_order=replay_order,
+                    cost_model=cost_model)
+    pol = BatchedRef(make_reference(name, capacity, params), capacity)
+    ref = RefCache(pol, capacity, pin=pin, replay_order=replay_order, cost_model=cost_model)
+    run = sim.runs[0]
+    got, want, vt = [], [], 1
+    for i, req in enumerate(trace):
+        h0, p0, s0 = run.n_hits, run.n_prefix_hits, run.n_req_skipped
+        sim.feed(Batch.from_lists([req], next_access=[nxt[i]], first_request=i, first_vtime=vt))
+        vt += len(req)
+        got.append((run.n_hits - h0, run.n_prefix_hits - p0, run.n_req_skipped - s0))
+        pol.begin(req)
+        r = ref.serve(req, nxt[i])
+        want.append((r.n_hits, r.n_prefix_hits, int(r.status == "skipped")))
+    res = sim.results()[0]
+    assert res.error is None, res.error
+    keys = ("n_req", "n_req_skipped", "n_blocks", "n_eviction", "n_self_eviction", "n_unexpected_eviction")
+    return got, want, {k: getattr(res, k) for k in keys}, {k: ref.stats()[k] for k in keys}, sim, ref
+
+
+def assert_same(name: str, params: str, capacity: int, trace, pin: bool, replay_order="deepest-first"):
+    got, want, gc, wc, sim, ref = run_batched(name, params, capacity, trace, pin=pin,
+                                              replay_order=replay_order)
+    assert got == want
+    assert gc == wc
+    assert sorted(sim.runs[0].policy.resident_ids()) == sorted(
+        b for b in {x for r in trace for x in r} if ref.policy.find(b))
+    return sim
+
+
+class TestRandomCompute(PolicyMixin):
+    NAME = "random_compute"
+    # NOTE: one victim per sample, so the shared one-evict-at-a-time reference loop is exact too;
+    # the batched default is compared below through run_batched.
+    PARAMS = "evict-batch=1"
+
+
+class TestRandomComputeAccessStamp(PolicyMixin):
+    NAME = "random_compute"
+    PARAMS = "evict-batch=1,timestamp=access,n-sample=5,seed=7"
+
+
+def test_splitmix_matches_reference_draws():
+    # the Cython policy and the reference see the same stream: a fresh cache of 1..20 evicts the
+    # same victims in the same order under both
+    p = make_policy("random_compute", 20, "n-sample=3,evict-batch=1,seed=9")
+    r = make_reference("random_compute", 20, "n-sample=3,evict-batch=1,seed=9")
+
+    class A:
+        pass
+
+    for b in range(1, 21):
+        acc = A()
+        acc.cost, acc.vtime, acc.req_vtime = b, b, b
+        p.py_get(b, cost=b, vtime=b, req_vtime=b)
+        r.insert(b, acc)
+    acc = A()
+    acc.vtime = 100
+    got = [p.py_evict(vtime=100) for _ in range(10)]
+    want = [r.evict(acc, set()) for _ in range(10)]
+    assert got == want
+    assert p.population() == r.dense.live()
+
+
+def test_score_and_decay_hand_traced():
+    p = make_policy("random_compute", 4, "n-sample=64,evict-batch=1")
+    p.py_get(1, cost=10, vtime=1, req_vtime=10)
+    assert p.stats(1) == (10, 1.0, 10)
+    p.py_get(1, cost=10, vtime=2, req_vtime=20010)            # d = 20000: freq = e^-1 + 1
+    last, freq, cost = p.stats(1)
+    assert last == 20010 and cost == 10 and freq == pytest.approx(math.exp(-1.0) + 1.0)
+    p.py_get(1, cost=10, vtime=3, req_vtime=20010)            # same stamp: freq += 1
+    assert p.stats(1)[1] == pytest.approx(math.exp(-1.0) + 2.0)
+    # with 64 draws over 2 blocks both are seen (w.h.p. fixed by the seed): the cheap one goes
+    p.py_get(2, cost=1, vtime=4, req_vtime=20010)
+    assert p.py_evict(vtime=20011) == 2
+
+
+def test_dense_set_swap_remove():
+    d = DenseSet()
+    for x in (5, 6, 7, 8):
+        d.add(x)
+    d.remove(6)
+    assert d.live() == [5, 8, 7]
+    f = DenseSet(4, full=True)
+    f.add(f.items[f.n])
+    f.add(f.items[f.n])
+    f.remove(0)
+    assert f.live() == [1] and sorted(f.items) == [0, 1, 2, 3]
+
+
+def test_rng_is_splitmix64():
+    # first outputs of splitmix64 seeded with 0 (the published test vector)
+    r = SplitMix64(0)
+    assert r.next() == 0xE220A8397B1DCDAF
+    assert r.next() == 0x6E789E6AA1B965F4
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(trace=prefix_traces, capacity=st.integers(1, 24), pin=st.booleans(),
+       params=st.sampled_from(["", "n-sample=4,evict-batch=3", "n-sample=2,evict-batch=5,timestamp=access"]))
+def test_batched_differential_prefix(trace, capacity, pin, params):
+    assert_same("random_compute", params, capacity, trace, pin)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(trace=raw_traces, capacity=st.integers(1, 12), pin=st.booleans())
+def test_batched_differential_raw(trace, capacity, pin):
+    assert_same("random_compute", "n-sample=3,evict-batch=2", capacity, trace, pin)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(trace=prefix_traces, capacity=st.integers(2, 24))
+def test_batched_differential_prefix_order(trace, capacity):
+    assert_same("random_compute", "n-sample=4,evict-batch=4", capacity, trace, True, "prefix-order")
+
+
+def test_bad_parameters_are_clear_errors():
+    from shadow.errors import ShadowError
+
+    for bad in ("n-sample=0", "evict-batch=0", "timestamp=wall", "seed=-1", "nsample=3"):
+        with pytest.raises(ShadowError):
+            make_policy("random_compute", 8, bad)

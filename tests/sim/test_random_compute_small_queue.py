@@ -1,0 +1,45 @@
+"""random_compute_small_queue: shared mixin, hand-traced admission, exact batched differential."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from shadow.sim.registry import make_policy
+from tests.sim.policy_mixin import PolicyMixin, prefix_traces, raw_traces
+from tests.sim.test_random_compute import assert_same
+
+
+class TestRandomComputeSmallQueue(PolicyMixin):
+    NAME = "random_compute_small_queue"
+    PARAMS = "evict-batch=1"
+
+
+def test_small_queue_hand_traced():
+    p = make_policy("random_compute_small_queue", 10, "small-size-ratio=0.2")   # small target 2
+    for b in range(1, 11):
+        p.py_get(b, vtime=b, req_vtime=b)
+    assert p.small_ids() == list(range(10, 0, -1))
+    p.py_get(3, vtime=11, req_vtime=11)                      # a re-access promotes to main
+    assert 3 not in p.small_ids() and p.population() == [3]
+    # small holds 9 > 2: its oldest unpinned blocks go first, in FIFO order
+    p.py_pin(1)
+    assert [p.py_evict(vtime=12) for _ in range(3)] == [2, 4, 5]
+    for _ in range(4):
+        p.py_evict(vtime=12)
+    assert p.small_ids() == [10, 1]                         # at the target: main is sampled next
+    assert p.py_evict(vtime=12) == 3
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(trace=prefix_traces, capacity=st.integers(1, 24), pin=st.booleans(),
+       params=st.sampled_from(["", "n-sample=3,evict-batch=2,small-size-ratio=0.3",
+                               "small-size-ratio=0,evict-batch=3"]))
+def test_batched_differential_prefix(trace, capacity, pin, params):
+    assert_same("random_compute_small_queue", params, capacity, trace, pin)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(trace=raw_traces, capacity=st.integers(1, 12), pin=st.booleans())
+def test_batched_differential_raw(trace, capacity, pin):
+    assert_same("random_compute_small_queue", "n-sample=3,evict-batch=2", capacity, trace, pin)
