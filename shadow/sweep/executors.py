@@ -99,16 +99,24 @@ class LocalExecutor:
             return
         retry: list[Cell] = []
         ctx = _mp_context()
-        with ProcessPoolExecutor(max_workers=min(self.jobs, len(cells)), mp_context=ctx) as pool:
+        pool = ProcessPoolExecutor(max_workers=min(self.jobs, len(cells)), mp_context=ctx)
+        try:
             pending: dict[Future, Cell] = {pool.submit(guarded, fn, c): c for c in cells}
             while pending:
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for fut in done:
                     cell = pending.pop(fut)
                     try:
-                        yield fut.result()
+                        outcome = fut.result()
                     except BrokenProcessPool:
                         retry.append(cell)
+                        continue
+                    yield outcome
+        except BaseException:
+            # NOTE: Ctrl-C or the consumer stopped: drop the queued cells, do not wait for them.
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
         for cell in retry:
             yield self._run_alone(fn, cell, ctx)
 
