@@ -227,7 +227,7 @@ cdef class CacheRun:
             self.slots[i] = slot
             if slot >= 0:
                 if self.pin:
-                    pins[slot] += 1
+                    self.policy._pin(slot)
                 if i < n_match:
                     hits += 1
                     saved += cexact[i]
@@ -290,6 +290,12 @@ cdef class CacheRun:
             acc.vtime = V0
             acc.req_vtime = V0 + B
             progress = 0
+            if hold and needed > self.policy.n_resident - self.policy.n_pinned:
+                # NOTE: live admission: blocks held by running requests cannot be evicted (an
+                # engine would make the request wait); the shadow skips it instead.
+                self._unpin_match(ids, B)
+                self._unserve()
+                return 1
             while progress < needed:
                 k = self.policy.evict_n(&acc, needed - progress, self.evbuf)
                 if k <= 0:
@@ -372,7 +378,7 @@ cdef class CacheRun:
             for i in range(B):
                 slot = self.slots[i]
                 if slot >= 0 and sids[slot] == ids[i]:
-                    pins[slot] += 1
+                    self.policy._pin(slot)
             self.reserved += n_anonymous
         elif self.policy.wants_release:
             for i in range(B - 1, -1, -1):
@@ -392,8 +398,8 @@ cdef class CacheRun:
         # the access phase for misses only, so a hit slot is still the slot it was pinned in.
         for i in range(B):
             slot = self.slots[i]
-            if slot >= 0 and sids[slot] == ids[i] and pins[slot] > 0:
-                pins[slot] -= 1
+            if slot >= 0 and sids[slot] == ids[i]:
+                self.policy._unpin(slot)
 
     cdef void _unserve(self) noexcept nogil:
         """Take the last request's match statistics back and count it as skipped."""
@@ -508,7 +514,6 @@ cdef class CacheRun:
             for i in range(B - 1, -1, -1):
                 slot = p.find(block_ids[i])
                 if slot >= 0:
-                    if p.pins[slot] > 0:
-                        p.pins[slot] -= 1
+                    p._unpin(slot)
                     if p.wants_release:
                         p.on_release(slot)

@@ -64,6 +64,7 @@ cdef class Policy:
     cdef int32_t* pins
     cdef int32_t* free_stack
     cdef int64_t n_free
+    cdef readonly int64_t n_pinned    # slots with pins > 0
     cdef public bint pin_enabled      # set by the loop; informational for policies
     cdef public bint wants_release    # call on_release (set by a policy that uses it)
 
@@ -81,9 +82,22 @@ cdef class Policy:
         self.n_resident += 1
         return slot
 
+    cdef inline void _pin(self, int64_t slot) noexcept nogil:
+        if self.pins[slot] == 0:
+            self.n_pinned += 1
+        self.pins[slot] += 1
+
+    cdef inline void _unpin(self, int64_t slot) noexcept nogil:
+        if self.pins[slot] > 0:
+            self.pins[slot] -= 1
+            if self.pins[slot] == 0:
+                self.n_pinned -= 1
+
     cdef inline int64_t _drop_slot(self, int64_t slot) noexcept nogil:
         """Unregister the block in ``slot``, free the slot, return the block id."""
         cdef int64_t block_id = self.slot_ids[slot]
+        if self.pins[slot] > 0:
+            self.n_pinned -= 1
         idmap_del(&self.table, block_id)
         self.slot_ids[slot] = 0
         self.pins[slot] = 0

@@ -127,4 +127,15 @@ cdef class Policy:
         cdef int64_t s = self.find(block_id)
         if s < 0:
             raise KeyError(block_id)
-        self.pins[s] += delta
+        for _ in range(abs(delta)):
+            if delta > 0:
+                self._pin(s)
+            else:
+                self._unpin(s)
+
+    def py_remove(self, block_id: int) -> None:
+        """Drop a resident block outside eviction (``remove``)."""
+        cdef int64_t s = self.find(block_id)
+        if s < 0:
+            raise KeyError(block_id)
+        self.remove(s)

@@ -1,0 +1,86 @@
+"""`shadow simulate` through the real CLI entry point (one-line errors, exit 2)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from shadow.cli import cli
+from tests.sim._traces import PEER_RESULTS, SYNTHETIC
+
+
+def run(args):
+    return CliRunner().invoke(cli, args, catch_exceptions=False)
+
+
+def shadow(*args):
+    return subprocess.run([sys.executable, "-m", "shadow", *args], capture_output=True, text=True)
+
+
+def test_help():
+    r = run(["simulate", "--help"])
+    assert r.exit_code == 0
+    for opt in ("--trace", "--cache-size", "--algo", "--algo-params", "--cost-model", "--no-pin",
+                "--replay-order", "--no-verify", "--dump-holes", "--output", "--list-algos",
+                "--allow-truncated", "--block-id", "--format"):
+        assert opt in r.output
+
+
+def test_list_algos():
+    r = run(["simulate", "--list-algos"])
+    assert r.exit_code == 0
+    names = [line.split()[0] for line in r.output.splitlines()]
+    assert names[:4] == ["lru", "fifo", "clock", "sieve"] and "vllm" in names
+    assert "honours pins" in r.output
+
+
+def test_result_lines_and_output_file(tmp_path):
+    out = tmp_path / "res.txt"
+    out.write_text("previous\n")
+    r = run(["simulate", "--trace", str(SYNTHETIC), "-c", "2k,8k", "--algo", "lru,clock",
+             "--no-pin", "--output", str(out)])
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert lines[0].startswith(f"trace {SYNTHETIC}: 3993 requests, 121877 block accesses")
+    assert "cache size 2048 blocks, cost model uniform" in lines
+    results = [l for l in lines if l.startswith("RESULT ")]
+    assert len(results) == 4
+    if PEER_RESULTS.exists():
+        assert any("algo=lru cache_size=2048" in l and "block_hit_ratio=0.149544" in l
+                   and "n_eviction=102029 n_self_eviction=426" in l for l in results)
+    saved = out.read_text().splitlines()
+    assert saved[0] == "previous" and saved[1:] == results
+
+
+def test_demo_table():
+    r = run(["simulate", "--algo", "lru,fifo", "-c", "1k,4k"])
+    assert r.exit_code == 0, r.output
+    assert "block hit ratio:" in r.output and "prefix-only hit ratio" in r.output
+    row = next(l for l in r.output.splitlines() if l.strip().startswith("lru"))
+    assert len(row.split()) == 3
+
+
+def test_algo_params_forms():
+    r = run(["simulate", "--trace", str(SYNTHETIC), "-c", "1k", "--algo", "lru,clock",
+             "--algo-params", "clock:n-bit-counter=2"])
+    assert r.exit_code == 0, r.output
+    assert "params=n-bit-counter=2" in r.output
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--cost-model", "bogus"], "unknown cost model"),
+    (["--algo", "nope"], "unknown policy"),
+    (["--algo", "clock", "--algo-params", "bits=1"], "unknown parameter"),
+    (["-c", "12q"], "bad cache size"),
+    (["--trace", "/nonexistent.lcp"], "nonexistent"),
+])
+def test_bad_input_is_one_line_exit_2(args, msg):
+    p = shadow("simulate", "--trace", str(SYNTHETIC), "-c", "1k", *args) if "--trace" not in args \
+        else shadow("simulate", "-c", "1k", *args)
+    assert p.returncode == 2, p.stderr
+    err = p.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("shadow: error:") and msg in err[0]
+    assert "Traceback" not in p.stderr

@@ -1,0 +1,190 @@
+"""The serve loop and the multi-cache stepper: counters, skip, holes, pins, live admission."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from shadow.errors import ShadowError
+from shadow.sim import CacheSpec, Simulator
+from shadow.sim.registry import is_built
+from shadow.trace.batch import Batch
+from tests.sim._traces import SYNTHETIC, batches_of, next_access, random_trace, read_jsonl
+
+
+def feed_all(sim, trace, size=None):
+    if size is None:
+        sim.feed(Batch.from_lists(trace, next_access=next_access(trace)))
+    else:
+        for b in batches_of(trace, size):
+            sim.feed(b)
+    return sim.results()
+
+
+def test_gap_spanning_and_prefix_hits():
+    sim = Simulator([CacheSpec("lru", 10)])
+    trace = [[1, 2, 3, 4, 5], [6], [1, 2, 3, 4, 5]]
+    sim.feed(Batch.from_lists(trace))
+    r = sim.results()[0]
+    assert (r.n_hits, r.n_prefix_hits, r.n_blocks) == (5, 5, 11)
+    # now knock out block 2 from the middle and look again
+    sim.runs[0].policy.py_remove(2)
+    sim.feed(Batch.from_lists([[1, 2, 3, 4, 5]], first_request=3))
+    r = sim.results()[0]
+    assert r.n_hits == 5 + 4                 # 1, 3, 4, 5 hit past the gap
+    assert r.n_prefix_hits == 5 + 1          # only 1 before the first miss
+    assert (r.n_holes, r.max_hole_len) == (3, 5)
+
+
+def test_skip_counts_and_touches_nothing(caplog):
+    sim = Simulator([CacheSpec("lru", 3)])
+    sim.feed(Batch.from_lists([[1, 2], [3, 4, 5, 6], [1, 2]]))
+    r = sim.results()[0]
+    assert (r.n_req, r.n_req_skipped, r.n_blocks, r.n_hits, r.n_eviction) == (2, 1, 4, 2, 0)
+    assert "request 1 has 4 distinct blocks" in caplog.text
+
+
+def test_raw_duplicate_ids_counted_once_for_allocation():
+    sim = Simulator([CacheSpec("lru", 3)])
+    sim.feed(Batch.from_lists([[7, 7, 8, 7]]))       # 2 distinct ids fit a 3-slot cache
+    r = sim.results()[0]
+    assert (r.n_req, r.n_blocks, r.n_hits, r.n_eviction) == (1, 4, 0, 0)
+    assert sorted(sim.runs[0].policy.resident_ids()) == [7, 8]
+
+
+def test_self_eviction_unpinned_vs_pinned():
+    # cap 3 holding 1 2 3 (LRU order 3 2 1 after deepest-first replay: 1 most recent);
+    # request [3, 4, 5] needs 2 slots: unpinned LRU evicts 3 (in the request) first.
+    trace = [[1, 2, 3], [3, 4, 5]]
+    unp = Simulator([CacheSpec("lru", 3)], pin=False)
+    unp.feed(Batch.from_lists(trace))
+    pin = Simulator([CacheSpec("lru", 3)], pin=True)
+    pin.feed(Batch.from_lists(trace))
+    u, p = unp.results()[0], pin.results()[0]
+    assert (u.n_eviction, u.n_self_eviction) == (3, 1)
+    assert (p.n_eviction, p.n_self_eviction) == (2, 0)
+    assert u.n_hits == p.n_hits == 1                  # statistics come from the match phase
+
+
+def test_batching_does_not_change_results():
+    trace = read_jsonl(SYNTHETIC)[:800]
+    specs = [CacheSpec("lru", 512), CacheSpec("clock", 1024), CacheSpec("sieve", 300)]
+    one = feed_all(Simulator(specs), trace)
+    many = feed_all(Simulator(specs), trace, size=37)
+    assert [r.fields() for r in one] == [r.fields() for r in many]
+
+
+def test_many_caches_equal_one_each():
+    trace = read_jsonl(SYNTHETIC)[:600]
+    specs = [CacheSpec(a, s) for a in ("lru", "fifo", "clock") for s in (256, 2048)]
+    together = feed_all(Simulator(specs, cost_model="position"), trace, size=100)
+    for spec, r in zip(specs, together):
+        alone = feed_all(Simulator([spec], cost_model="position"), trace, size=100)[0]
+        assert r.fields() == alone.fields()
+
+
+def test_lru_hits_never_fall_as_cache_grows():
+    trace = read_jsonl(SYNTHETIC)[:1200]
+    sizes = [64, 256, 512, 1024, 2048, 4096, 8192]
+    res = feed_all(Simulator([CacheSpec("lru", s) for s in sizes], pin=False), trace, size=400)
+    hits = [r.n_hits for r in res]
+    assert hits == sorted(hits) and hits[0] < hits[-1]
+
+
+def test_belady_at_least_every_online_policy():
+    if not is_built("belady"):
+        pytest.skip("policy belady not built yet")
+    trace = read_jsonl(SYNTHETIC)[:1500]
+    online = [a for a in ("lru", "fifo", "clock", "sieve", "s3fifo", "arc", "twoq", "slru",
+                          "lfu", "gdsf", "vllm") if is_built(a)]
+    for size in (512, 2048):
+        res = feed_all(Simulator([CacheSpec(a, size) for a in online + ["belady"]]), trace, 500)
+        best = res[-1].block_hit_ratio
+        assert all(r.block_hit_ratio <= best + 1e-12 for r in res[:-1])
+
+
+def test_hole_lengths_add_up_to_misses_and_dump(tmp_path):
+    trace = read_jsonl(SYNTHETIC)[:300]
+    sim = Simulator([CacheSpec("lru", 512), CacheSpec("fifo", 512)], dump_holes_dir=tmp_path,
+                    trace_name="x/mooncake_synthetic.jsonl")
+    with sim:
+        for b in batches_of(trace, 100):
+            sim.feed(b)
+    r = sim.results()[0]
+    assert r.hole_len_sum == r.n_blocks - r.n_hits
+    f = tmp_path / "holes_mooncake_synthetic_cache512_lru.txt"
+    lines = f.read_text().splitlines()
+    assert len(lines) == r.n_req
+    assert lines[0].startswith("Request 0:")
+    total = n = 0
+    for line in lines:
+        for part in line.split("(")[1:]:
+            n += 1
+            total += int(part.split("len:")[1].rstrip(") "))
+    assert (n, total) == (r.n_holes, r.hole_len_sum)
+    assert (tmp_path / "holes_mooncake_synthetic_cache512_fifo.txt").exists()
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_dump_holes_dir_must_exist(tmp_path):
+    with pytest.raises(ShadowError, match="does not exist"):
+        Simulator([CacheSpec("lru", 8)], dump_holes_dir=tmp_path / "nope")
+
+
+def test_result_line_keys_in_prefixsim_order():
+    sim = Simulator([CacheSpec("lru", 8)], trace_name="t.lcp.zst", cost_model="position")
+    sim.feed(Batch.from_lists([[1, 2], [1, 2, 3]]))
+    line = sim.results()[0].result_line()
+    keys = [kv.split("=")[0] for kv in line.split()[1:]]
+    assert keys == ["trace", "algo", "cache_size", "cost_model", "block_id", "n_req",
+                    "n_req_skipped", "n_blocks", "block_hit_ratio", "compute_saving_ratio",
+                    "n_eviction", "n_self_eviction", "n_unexpected_eviction", "prefix_hit_ratio",
+                    "prefix_compute_saving_ratio", "holes_per_req", "mean_hole_len", "max_hole_len",
+                    "pin", "replay_order"]
+    assert "compute_saving_ratio=0.333333" in line     # position costs: hits 1+2 of 3+6
+    assert sim.results()[0].summary_line().startswith("lru                      block hit ratio")
+
+
+def test_live_admit_release_pins_and_anonymous():
+    sim = Simulator([CacheSpec("lru", 6), CacheSpec("fifo", 6)])
+    a = sim.admit([1, 2, 3], n_match=3, n_anonymous=1, timestamp_s=1.0)
+    assert a.served == [True, True] and a.hits == [0, 0]
+    b = sim.admit([1, 2, 9], n_match=2, timestamp_s=2.0)     # shares 1, 2 with a running request
+    assert b.hits == [2, 2] and b.prefix_hits == [2, 2]
+    # 6 slots: 1 2 3 9 + one anonymous + 1 free; a request of 3 new blocks must evict, but all
+    # resident blocks are pinned by a or b: skipped in the shadow
+    c = sim.admit([20, 21, 22])
+    assert c.served == [False, False]
+    sim.release(b, extra_block_ids=[10])
+    sim.release(a)
+    d = sim.admit([20, 21, 22])
+    assert d.served == [True, True]
+    r = sim.results()[0]
+    assert r.n_req == 3 and r.n_req_skipped == 1
+    with pytest.raises(ShadowError):
+        sim.release(a)
+
+
+def test_live_stats_only_over_n_match():
+    sim = Simulator([CacheSpec("lru", 16)])
+    sim.release(sim.admit([1, 2, 3, 4]))
+    adm = sim.admit([1, 2, 3, 4, 5], n_match=2)
+    assert adm.hits == [2] and adm.prefix_hits == [2]
+    assert sim.results()[0].n_blocks == 4 + 2
+
+
+def test_unknown_policy_and_bad_params_are_clear_errors():
+    with pytest.raises(ShadowError, match="unknown policy"):
+        Simulator([CacheSpec("nope", 8)])
+    with pytest.raises(ShadowError, match="unknown parameter"):
+        Simulator([CacheSpec("clock", 8, "bits=3")])
+    with pytest.raises(ShadowError, match="bad value"):
+        Simulator([CacheSpec("clock", 8, "n-bit-counter=two")])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_prefix_order_replay_and_no_verify_run(seed):
+    trace = random_trace(np.random.default_rng(seed), 200)
+    for order in ("deepest-first", "prefix-order"):
+        r = feed_all(Simulator([CacheSpec("lru", 12)], replay_order=order, verify=False), trace)[0]
+        assert r.error is None and r.n_unexpected_eviction == 0
