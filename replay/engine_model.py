@@ -92,14 +92,26 @@ class BlockPoolModel:
         self.key_of[blk] = key
         self.by_key.setdefault(key, {})[blk] = None
 
-    def admit(self, rid: int, req: EngineRequest) -> int:
-        """Look up, touch and allocate; return the hit in blocks (first miss stops)."""
+    def lookup(self, req: EngineRequest) -> list[int]:
+        """The blocks a lookup would hit (read-only): first miss stops, at most ``max_hit``."""
         hit_blocks = []
         for key in req.prompt_keys[:req.max_hit]:
             copies = self.by_key.get(key)
             if not copies:
                 break
             hit_blocks.append(next(iter(copies)))
+        return hit_blocks
+
+    def fits(self, req: EngineRequest) -> bool:
+        """Whether the free queue holds every block the request needs beyond its hit."""
+        hit = self.lookup(req)
+        free_after_touch = len(self.free) - sum(1 for b in hit if self.ref[b] == 0)
+        need = len(req.prompt_keys) - len(hit) + len(req.gen_keys) + req.n_partial
+        return need <= free_after_touch
+
+    def admit(self, rid: int, req: EngineRequest) -> int:
+        """Look up, touch and allocate; return the hit in blocks (first miss stops)."""
+        hit_blocks = self.lookup(req)
         for blk in hit_blocks:  # touch
             if self.ref[blk] == 0:
                 del self.free[blk]

@@ -15,12 +15,15 @@ Order: a request is admitted when it was sent and released when its stream ended
 the same instant come first.  With one request at a time this is exactly the engine's order and
 the prediction must equal the measurement for every request; with several in flight, admission
 order and the time a decode block is allocated are approximations (see docs/replay.md).
-Requests that never reached the engine (refused connection, HTTP error) are not replayed.
+Requests that never reached the engine (refused connection, HTTP error) are not replayed.  A
+request that does not fit next to the running ones waits, first come first served, as in vLLM's
+scheduler.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,6 +106,27 @@ def predict(results: list[RequestResult], *, tokens_per_block: int, block_size: 
     fresh = unique_keys()
     reqs: dict[int, EngineRequest] = {}
     adms: dict[int, Any] = {}
+    waiting: deque[tuple[RequestResult, EngineRequest]] = deque()
+
+    def do_admit(r: RequestResult, er: EngineRequest, t: float) -> None:
+        reqs[r.seq] = er
+        pred.model_cached[r.seq] = model.admit(r.seq, er) * block_size
+        if sim is not None:
+            # NOTE: the anonymous reservation covers every block the request will hold beyond its
+            # prompt (decode blocks and the last partial one): the engine allocates them while
+            # the request runs, so they must evict before release; release drops the
+            # reservation and the decode blocks take its slots without further eviction.
+            adm = sim.admit(list(er.prompt_keys), n_match=er.max_hit,
+                            n_anonymous=len(er.gen_keys) + er.n_partial, timestamp_s=float(t))
+            adms[r.seq] = adm
+            pred.cached[r.seq] = {p: int(h) * block_size for p, h in zip(pred.policies, adm.prefix_hits)}
+
+    def do_release(r: RequestResult) -> None:
+        er = reqs.pop(r.seq)
+        model.release(r.seq)
+        if sim is not None:
+            sim.release(adms.pop(r.seq), extra_block_ids=list(er.gen_keys))
+
     for t, kind, r in engine_order(results):
         if kind == 1:
             out = r.output_tokens if r.output_tokens else r.max_tokens
@@ -110,25 +134,29 @@ def predict(results: list[RequestResult], *, tokens_per_block: int, block_size: 
             if len(er.prompt_keys) + len(er.gen_keys) + er.n_partial > capacity:
                 logger.warning("request %d needs more blocks than the cache holds; not predicted", r.seq)
                 continue
-            reqs[r.seq] = er
-            pred.model_cached[r.seq] = model.admit(r.seq, er) * block_size
-            if sim is not None:
-                # NOTE: the anonymous reservation covers every block the request will hold beyond its
-                # prompt (decode blocks and the last partial one): the engine allocates them while
-                # the request runs, so they must evict before release; release drops the
-                # reservation and the decode blocks take its slots without further eviction.
-                adm = sim.admit(list(er.prompt_keys), n_match=er.max_hit,
-                                n_anonymous=len(er.gen_keys) + er.n_partial, timestamp_s=float(t))
-                adms[r.seq] = adm
-                pred.cached[r.seq] = {p: int(h) * block_size
-                                      for p, h in zip(pred.policies, adm.prefix_hits)}
+            # NOTE: like vLLM's FIFO scheduler, a request that does not fit waits (and so does
+            # every later one) until running requests free their blocks.
+            if waiting or not model.fits(er):
+                waiting.append((r, er))
+            else:
+                do_admit(r, er, t)
         else:
-            if r.seq not in reqs:
-                continue
-            er = reqs.pop(r.seq)
-            model.release(r.seq)
-            if sim is not None:
-                sim.release(adms.pop(r.seq), extra_block_ids=list(er.gen_keys))
+            if r.seq in reqs:
+                do_release(r)
+            else:
+                late = next((w for w in waiting if w[0].seq == r.seq), None)
+                if late is None:
+                    continue
+                waiting.remove(late)
+                if model.fits(late[1]):  # finished before the model found room: admit it now
+                    do_admit(late[0], late[1], t)
+                    do_release(late[0])
+                else:
+                    logger.warning("request %d never found room in the predicted cache; not predicted",
+                                   r.seq)
+            while waiting and model.fits(waiting[0][1]):
+                w = waiting.popleft()
+                do_admit(w[0], w[1], t)
     if sim is not None:
         try:
             pred.result_lines = [res.result_line() for res in sim.results()]

@@ -77,6 +77,64 @@ def _is_png(path: Path) -> bool:
     return img.ndim == 3 and img.shape[0] > 100 and img.shape[1] > 100
 
 
+def _launched(log: Path, deadline: float) -> tuple[int, int]:
+    """(pid, port) of the server replay launched, from the line replay writes into its log."""
+    while time.monotonic() < deadline:
+        if log.is_file():
+            m = re.search(r"server http://127\.0\.0\.1:(\d+) pid (\d+)", log.read_text(errors="replace"))
+            if m:
+                return int(m.group(2)), int(m.group(1))
+        time.sleep(0.5)
+    raise AssertionError(f"no launched-server line in {log}")
+
+
+def test_server_dies_mid_run(tmp_path):
+    out = tmp_path / "dies"
+    model = tiny_model_path()
+    launch = (f"--model {model} --dtype float32 --enforce-eager --block-size 32 "
+              f"--enable-prefix-caching --max-model-len {MAX_MODEL_LEN} --max-num-seqs 4")
+    args = ["--trace", BUNDLED, "--launch", launch, "--tokens-per-block", "32",
+            "--max-requests", "60", "--skip-requests", "5", "--max-output-tokens", "24",
+            "--concurrency", "1", "--validate", "-o", str(out), "--no-progress",
+            "--launch-timeout", "600"]
+    proc = subprocess.Popen([sys.executable, "-m", "replay", *args], cwd=str(REPO_ROOT), env=_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    killed = False
+    try:
+        deadline = time.monotonic() + 700
+        pid, port = _launched(out / "server.log", deadline)
+        while time.monotonic() < deadline and proc.poll() is None:
+            if port:
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                        done = metric_sum(parse_prometheus(r.read().decode()), "vllm:request_success_total")
+                    if done >= 3:
+                        os.killpg(pid, signal.SIGKILL)  # the server dies mid-run
+                        killed = True
+                        break
+                except OSError:
+                    pass
+            time.sleep(0.2)
+        assert killed, "the server never served 3 requests"
+        stdout, stderr = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr[-3000:]
+    summ = json.loads((out / "summary.json").read_text())
+    assert summ["n_requests"] == 60  # every request is accounted for
+    assert summ["n_ok"] >= 3 and summ["n_errors"] >= 1
+    assert summ["n_ok"] + summ["n_errors"] == 60
+    recs = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
+    assert sum(1 for x in recs if x["error"]) == summ["n_errors"]
+    assert all(x["error"].split(":")[0] in ("connect", "connection", "stream", "timeout", "http")
+               for x in recs if x["error"])
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["validation"]["n_compared"] == summ["n_ok"]
+    assert rep["validation"]["match_rate"] == 1.0  # one at a time: exact up to the crash
+
+
 def test_one_at_a_time_cached_tokens_equal_prediction(server, tmp_path):
     out = tmp_path / "seq"
     r = _replay(["--trace", BUNDLED, "--endpoint", server, *SLICE, "--tokens-per-block", "32",
@@ -152,59 +210,31 @@ def test_concurrent_replay_and_report(server, tmp_path):
         assert p["ttft_mean_s"] > 0 and p["ttft_p50_s"] <= p["ttft_p90_s"] + 1e-12
 
 
-def _launched(log: Path, deadline: float) -> tuple[int, int]:
-    """(pid, port) of the server replay launched, from the line replay writes into its log."""
-    while time.monotonic() < deadline:
-        if log.is_file():
-            m = re.search(r"server http://127\.0\.0\.1:(\d+) pid (\d+)", log.read_text(errors="replace"))
-            if m:
-                return int(m.group(2)), int(m.group(1))
-        time.sleep(0.5)
-    raise AssertionError(f"no launched-server line in {log}")
-
-
-def test_server_dies_mid_run(tmp_path):
-    out = tmp_path / "dies"
-    model = tiny_model_path()
-    launch = (f"--model {model} --dtype float32 --enforce-eager --block-size 32 "
-              f"--enable-prefix-caching --max-model-len {MAX_MODEL_LEN} --max-num-seqs 4")
-    args = ["--trace", BUNDLED, "--launch", launch, "--tokens-per-block", "32",
-            "--max-requests", "60", "--skip-requests", "5", "--max-output-tokens", "24",
-            "--concurrency", "1", "--validate", "-o", str(out), "--no-progress",
-            "--launch-timeout", "600"]
+def test_ctrl_c_writes_what_was_measured(server, tmp_path):
+    out = tmp_path / "intr"
+    args = ["--trace", BUNDLED, "--endpoint", server, "--tokens-per-block", "32", "--max-requests", "200",
+            "--max-output-tokens", "64", "--concurrency", "2", "--seed", "3", "-o", str(out), "--no-progress"]
     proc = subprocess.Popen([sys.executable, "-m", "replay", *args], cwd=str(REPO_ROOT), env=_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    killed = False
     try:
-        deadline = time.monotonic() + 700
-        pid, port = _launched(out / "server.log", deadline)
-        while time.monotonic() < deadline and proc.poll() is None:
-            if port:
-                try:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-                        done = metric_sum(parse_prometheus(r.read().decode()), "vllm:request_success_total")
-                    if done >= 3:
-                        os.killpg(pid, signal.SIGKILL)  # the server dies mid-run
-                        killed = True
-                        break
-                except OSError:
-                    pass
+        before = metric_sum(parse_prometheus(urllib.request.urlopen(server + "/metrics").read().decode()),
+                            "vllm:request_success_total")
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            text = urllib.request.urlopen(server + "/metrics", timeout=5).read().decode()
+            if metric_sum(parse_prometheus(text), "vllm:request_success_total") >= before + 3:
+                break
             time.sleep(0.2)
-        assert killed, "the server never served 3 requests"
-        stdout, stderr = proc.communicate(timeout=300)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            proc.communicate(timeout=60)
-    assert proc.returncode == 0, stderr[-3000:]
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, stderr[-2000:]
     summ = json.loads((out / "summary.json").read_text())
-    assert summ["n_requests"] == 60  # every request is accounted for
-    assert summ["n_ok"] >= 3 and summ["n_errors"] >= 1
-    assert summ["n_ok"] + summ["n_errors"] == 60
+    assert summ["interrupted"] is True
+    assert 3 <= summ["n_ok"] < 200 and summ["n_requests"] < 200
     recs = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
-    assert sum(1 for x in recs if x["error"]) == summ["n_errors"]
-    assert all(x["error"].split(":")[0] in ("connect", "connection", "stream", "timeout", "http")
-               for x in recs if x["error"])
-    rep = json.loads((out / "report.json").read_text())
-    assert rep["validation"]["n_compared"] == summ["n_ok"]
-    assert rep["validation"]["match_rate"] == 1.0  # one at a time: exact up to the crash
+    assert len(recs) == summ["n_requests"]
+    assert all(x["error"] is None or x["error"].startswith("interrupted") for x in recs)
