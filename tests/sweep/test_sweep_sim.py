@@ -147,3 +147,25 @@ def test_sweep_cells_equal_shadow_simulate(trace, tmp_path):
         for key, value in ref.items():
             if key != "trace":
                 assert r[key] == value, (r["algo"], r["cache_size"], key)
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_promptly_and_keeps_the_completed_cells(trace, tmp_path):
+    algos = ",".join(built("lru", "fifo", "clock", "sieve", "belady", "s3fifo", "arc"))
+    out = tmp_path / "s"
+    proc = subprocess.Popen([sys.executable, "-m", "shadow", "sweep", "-t", trace, "-a", algos,
+                             "-c", "512:64k:log8", "--out", str(out), "-j", "2"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if (out / "cells").is_dir() and any(p.suffix == ".result" for p in (out / "cells").iterdir()):
+            break
+        time.sleep(0.005)
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the driver and its workers
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    files = [p for p in (out / "cells").iterdir() if p.suffix == ".result"]
+    assert 0 < len(files) < len(algos.split(",")) * 8
+    assert len(read_rows(out / "results.csv")) == len(files)  # the CSV was rebuilt on the way out
