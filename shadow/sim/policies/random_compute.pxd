@@ -97,11 +97,15 @@ cdef class SampledPolicy(Policy):
     cdef int64_t _sample_evict(self, const Access* acc, int64_t n, int64_t* out) noexcept nogil
 
 
+cdef struct RCStat:
+    int64_t last                # stamp of the last access
+    double freq                 # decayed access count
+    int64_t cost                # llround cost of the last access
+
+
 cdef class RandomCompute(SampledPolicy):
     cdef bint per_request       # stamp = the request's req_vtime (True) or the get's vtime
-    cdef int64_t* last          # stamp of the last access
-    cdef double* freq           # decayed access count
-    cdef int64_t* cost          # llround cost of the last access
+    cdef RCStat* st             # per slot; one struct so a draw touches one cache line
 
     cdef void _init_stats(self, int64_t slot, const Access* acc) noexcept nogil
     cdef void _touch(self, int64_t slot, const Access* acc) noexcept nogil

@@ -199,37 +199,36 @@ cdef class RandomCompute(SampledPolicy):
     def __cinit__(self, int64_t capacity, int64_t n_sample=128, int64_t evict_batch=1,
                   uint64_t seed=1, bint per_request=True, *args, **kwargs):
         self.per_request = per_request
-        self.last = <int64_t*>malloc(capacity * sizeof(int64_t))
-        self.freq = <double*>malloc(capacity * sizeof(double))
-        self.cost = <int64_t*>malloc(capacity * sizeof(int64_t))
-        if self.last == NULL or self.freq == NULL or self.cost == NULL:
+        self.st = <RCStat*>malloc(capacity * sizeof(RCStat))
+        if self.st == NULL:
             raise MemoryError(f"cannot allocate a cache of {capacity} slots")
 
     def __dealloc__(self):
-        free(self.last)
-        free(self.freq)
-        free(self.cost)
+        free(self.st)
 
     cdef void _init_stats(self, int64_t slot, const Access* acc) noexcept nogil:
-        self.last[slot] = acc.req_vtime if self.per_request else acc.vtime
-        self.freq[slot] = 1.0
-        self.cost[slot] = acc.cost
+        cdef RCStat* st = &self.st[slot]
+        st.last = acc.req_vtime if self.per_request else acc.vtime
+        st.freq = 1.0
+        st.cost = acc.cost
 
     cdef void _touch(self, int64_t slot, const Access* acc) noexcept nogil:
+        cdef RCStat* st = &self.st[slot]
         cdef int64_t stamp = acc.req_vtime if self.per_request else acc.vtime
-        cdef int64_t d = stamp - self.last[slot]
+        cdef int64_t d = stamp - st.last
         if d > 0:
-            self.freq[slot] = self.freq[slot] * exp(-<double>d / DECAY) + 1.0
+            st.freq = st.freq * exp(-<double>d / DECAY) + 1.0
         else:
-            self.freq[slot] += 1.0
-        self.last[slot] = stamp
-        self.cost[slot] = acc.cost
+            st.freq += 1.0
+        st.last = stamp
+        st.cost = acc.cost
 
     cdef double _score(self, int64_t slot, int64_t now) noexcept nogil:
-        cdef int64_t r = now - self.last[slot]
+        cdef const RCStat* st = &self.st[slot]
+        cdef int64_t r = now - st.last
         if r < 1:
             r = 1
-        return <double>self.cost[slot] * self.freq[slot] * exp(-<double>r / DECAY) / <double>r
+        return <double>st.cost * st.freq * exp(-<double>r / DECAY) / <double>r
 
     cdef void hit(self, int64_t slot, const Access* acc) noexcept nogil:
         self._touch(slot, acc)
@@ -245,7 +244,7 @@ cdef class RandomCompute(SampledPolicy):
         cdef int64_t s = self.find(block_id)
         if s < 0:
             raise KeyError(block_id)
-        return (self.last[s], self.freq[s], self.cost[s])
+        return (self.st[s].last, self.st[s].freq, self.st[s].cost)
 
 
 def check_sampling_params(name: str, params: dict) -> None:
