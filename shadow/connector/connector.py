@@ -300,7 +300,7 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
     def cumulative_payload(self) -> dict[str, Any]:
         """Cumulative counters of this engine (the own endpoint's values)."""
         if self._worker is None:
-            return {"c": {}, "e": {}, "rec": 0}
+            return {"c": {}, "e": {}, "rec": 0, "cap": 0}
         snap = self._worker.snapshot
         c = self.counters
         rec_req, rec_bytes, worker_err = snap.worker
@@ -311,6 +311,7 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
                   "errors": c.errors + worker_err, "engine_query_tokens": c.engine_query,
                   "engine_hit_tokens": c.engine_hit},
             "rec": snap.recording_enabled,
+            "cap": self.cfg.engine_blocks,
         }
 
     def get_kv_connector_stats(self) -> ShadowStats | None:
@@ -321,6 +322,7 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
             delta = stats_delta(cur, self._last_payload)
             self._last_payload = cur
             st = ShadowStats(data=delta)
+            # NOTE: the first payload always goes out, so the gauges appear before traffic
             if st.is_empty() and self._last_rec_sent == delta["rec"]:
                 return None
             self._last_rec_sent = delta["rec"]

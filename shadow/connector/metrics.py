@@ -14,7 +14,7 @@ Names and labels are the contract in docs/metrics.md.  Two routes, same series:
 Stats payload (``ShadowStats.data``, plain JSON-able types so it survives vLLM's IPC)::
 
     {"c": {"<policy label>|<capacity>": [12 numbers in CACHE_FIELDS order]},
-     "e": {"observed_requests": n, ...},  "rec": 1 | 0}
+     "e": {"observed_requests": n, ...},  "rec": 1 | 0, "cap": engine blocks}
 """
 
 from __future__ import annotations
@@ -61,6 +61,9 @@ ENGINE_HELP = {
 }
 RECORDING_GAUGE = "shadow_recording_enabled"
 RECORDING_HELP = "1 while the shadow records lcp, 0 after recording was turned off (or never on)."
+CAPACITY_GAUGE = "shadow_engine_capacity_blocks"
+CAPACITY_HELP = ("The engine's usable KV block count (without the null block): the capacity_blocks "
+                 "label of the fidelity shadow caches.")
 
 
 def split_key(key: str) -> tuple[str, str]:
@@ -89,7 +92,8 @@ class ShadowStats(KVConnectorStats):
             return self
         if not self.data:
             self.data = {"c": {k: list(v) for k, v in o.get("c", {}).items()},
-                         "e": dict(o.get("e", {})), "rec": o.get("rec", -1)}
+                         "e": dict(o.get("e", {})), "rec": o.get("rec", -1),
+                         "cap": o.get("cap", 0)}
             return self
         c = self.data.setdefault("c", {})
         for k, row in o.get("c", {}).items():
@@ -100,6 +104,8 @@ class ShadowStats(KVConnectorStats):
             e[k] = e.get(k, 0) + v
         if o.get("rec", -1) >= 0:
             self.data["rec"] = o["rec"]
+        if o.get("cap"):
+            self.data["cap"] = o["cap"]
         return self
 
     def reduce(self) -> dict[str, int | float]:
@@ -124,7 +130,7 @@ def stats_delta(cur: Mapping[str, Any], prev: Mapping[str, Any] | None) -> dict[
         p = pc.get(k)
         c[k] = list(row) if p is None else [a - b for a, b in zip(row, p)]
     e = {k: v - pe.get(k, 0) for k, v in cur.get("e", {}).items()}
-    return {"c": c, "e": e, "rec": cur.get("rec", -1)}
+    return {"c": c, "e": e, "rec": cur.get("rec", -1), "cap": cur.get("cap", 0)}
 
 
 def _unregister(registry: CollectorRegistry, names: Iterable[str]) -> None:
@@ -147,7 +153,8 @@ class ShadowPromMetrics(KVConnectorPromMetrics):
     def __init__(self, vllm_config, metric_types, labelnames: list[str],
                  per_engine_labelvalues: dict[int, list[object]]) -> None:
         super().__init__(vllm_config, metric_types, labelnames, per_engine_labelvalues)
-        names = [f"shadow_{f}" for f in CACHE_FIELDS + ENGINE_FIELDS] + [RECORDING_GAUGE]
+        names = [f"shadow_{f}" for f in CACHE_FIELDS + ENGINE_FIELDS] + [RECORDING_GAUGE,
+                                                                           CAPACITY_GAUGE]
         _unregister(REGISTRY, names)
         cache_labels = list(labelnames) + ["policy", "capacity_blocks"]
         self._cache = {f: self._counter_cls(name=f"shadow_{f}", documentation=CACHE_HELP[f],
@@ -155,6 +162,8 @@ class ShadowPromMetrics(KVConnectorPromMetrics):
         self._engine = {f: self._counter_cls(name=f"shadow_{f}", documentation=ENGINE_HELP[f],
                                              labelnames=list(labelnames)) for f in ENGINE_FIELDS}
         self._rec = self._gauge_cls(name=RECORDING_GAUGE, documentation=RECORDING_HELP,
+                                    labelnames=list(labelnames), multiprocess_mode="mostrecent")
+        self._cap = self._gauge_cls(name=CAPACITY_GAUGE, documentation=CAPACITY_HELP,
                                     labelnames=list(labelnames), multiprocess_mode="mostrecent")
         for idx, values in per_engine_labelvalues.items():
             for f in ENGINE_FIELDS:
@@ -177,6 +186,9 @@ class ShadowPromMetrics(KVConnectorPromMetrics):
             rec = transfer_stats_data.get("rec", -1)
             if rec is not None and rec >= 0:
                 self._rec.labels(*base).set(rec)
+            cap = transfer_stats_data.get("cap")
+            if cap:
+                self._cap.labels(*base).set(cap)
         except Exception:  # noqa: BLE001 - never break vLLM's stat logger
             logger.exception("shadow connector: could not record metrics")
 
@@ -205,6 +217,9 @@ class ShadowCollector:
             yield fam
         g = GaugeMetricFamily(RECORDING_GAUGE, RECORDING_HELP, labels=["model_name", "engine"])
         g.add_metric(self._base, float(max(d.get("rec", 0), 0)))
+        yield g
+        g = GaugeMetricFamily(CAPACITY_GAUGE, CAPACITY_HELP, labels=["model_name", "engine"])
+        g.add_metric(self._base, float(d.get("cap", 0)))
         yield g
 
 
