@@ -16,7 +16,7 @@ the first miss and may hold duplicate copies of a hash (see docs/sim.md).
 
 Pins: honoured (skip pinned blocks still in the queue; all pinned: the least recent).  Returns 0
 when the free queue is empty (every resident block is held by a running request).
-Memory: base 36 B/slot + list 8 B/slot + count 4 B/slot = 48 B/slot.
+Memory: base 40 B/slot + list 8 B/slot + count 4 B/slot = 52 B/slot.
 """
 
 from libc.stdint cimport int64_t, int32_t

@@ -1,0 +1,188 @@
+"""Simulator throughput, end to end from .lcp.zst, with baselines measured in the same run.
+
+    python bench/bench_sim.py [--min-accesses 10000000] [--policies lru,s3fifo,...] [--quick]
+
+Measures (writes bench/out/bench_sim.json):
+* decode   LcpReader alone over the tiled trace (the ceiling for anything end to end);
+* policy   each policy alone, one cache (default 8k blocks), decode included: block accesses/s;
+* many     P policies x 4 sizes in one pass vs one pass each (the speed-up);
+* memory   RSS growth per cache slot of a 4M-slot cache per policy;
+* python   the pure-Python reference loop (LRU) and libcachesim driven from Python through the
+           same reference loop, over a prefix of the trace, vs the Cython loop on that prefix.
+No thresholds here: the figures go to docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "bench" / "out"
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from shadow.sim import CacheSpec, Simulator  # noqa: E402
+from shadow.sim.registry import is_built, list_policies, policy_info  # noqa: E402
+from shadow.trace import convert_file, open_trace  # noqa: E402
+
+
+def tiled_trace(min_accesses: int) -> Path:
+    lcp = OUT / f"tiled-{min_accesses}.lcp.zst"
+    if not lcp.exists():
+        jsonl = OUT / f"tiled-{min_accesses}.jsonl"
+        if not jsonl.exists():
+            from tile import tile
+            tile(min_accesses, str(jsonl))
+        convert_file(str(jsonl), str(lcp))
+    return lcp
+
+
+def decode_only(path: Path) -> tuple[float, int]:
+    t = time.perf_counter()
+    n = 0
+    with open_trace(str(path)) as tr:
+        for b in tr:
+            n += b.n_blocks
+    return time.perf_counter() - t, n
+
+
+def run(path: Path, specs: list[CacheSpec], limit: int | None = None) -> tuple[float, int]:
+    sim = Simulator(specs)
+    n = 0
+    t = time.perf_counter()
+    with open_trace(str(path)) as tr:
+        for b in tr:
+            sim.feed(b)
+            n += b.n_blocks
+            if limit and n >= limit:
+                break
+    dt = time.perf_counter() - t
+    for r in sim.results():
+        assert r.error is None, r.error
+    return dt, n
+
+
+def rss_kb() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def memory_per_slot(name: str, slots: int = 1 << 22) -> float:
+    from shadow.sim.loop import CacheRun
+    from shadow.sim.registry import make_policy
+    before = rss_kb()
+    p = make_policy(name, slots)
+    for i in range(slots):              # touch every slot: fill the cache
+        p.py_get(i + 1)
+    after = rss_kb()
+    del p
+    return (after - before) * 1024 / slots
+
+
+def python_baselines(path: Path, n_limit: int) -> dict:
+    """Cython vs pure-Python reference vs libcachesim-from-Python, LRU 8k, unpinned, same prefix."""
+    from shadow.sim.reference import make_reference
+    from shadow.sim.reference.loop import RefCache
+    reqs, n = [], 0
+    with open_trace(str(path)) as tr:
+        for b in tr:
+            for i in range(b.n_requests):
+                reqs.append(b.request_blocks(i).tolist())
+                n += len(reqs[-1])
+                if n >= n_limit:
+                    break
+            if n >= n_limit:
+                break
+    from shadow.trace.batch import Batch
+    batch = Batch.from_lists(reqs)
+    sim = Simulator([CacheSpec("lru", 8192)], pin=False)
+    t = time.perf_counter()
+    sim.feed(batch)
+    t_cy = time.perf_counter() - t
+    ref = RefCache(make_reference("lru", 8192), 8192, pin=False)
+    t = time.perf_counter()
+    for r in reqs:
+        ref.serve(r)
+    t_py = time.perf_counter() - t
+    out = {"accesses": n, "cython_s": t_cy, "python_ref_s": t_py,
+           "speedup_vs_python_ref": t_py / t_cy}
+    try:
+        import libcachesim as lcs
+        sys.path.insert(0, str(ROOT))
+        from tests.sim.test_vs_libcachesim import LibCacheSimAdapter
+
+        class FastAdapter(LibCacheSimAdapter):
+            def evict(self, acc, pinned):   # to_evict is exact for LRU: skip the O(n) re-probe
+                victim = self.cache.to_evict(self._req(acc.block_id)).obj_id
+                self.cache.evict(self._req(acc.block_id))
+                self.resident.discard(victim)
+                return victim
+        lref = RefCache(FastAdapter(lcs.LRU(8192)), 8192, pin=False)
+        t = time.perf_counter()
+        for r in reqs:
+            lref.serve(r)
+        t_l = time.perf_counter() - t
+        assert lref.n_hits == ref.n_hits
+        out.update(libcachesim_s=t_l, speedup_vs_libcachesim=t_l / t_cy)
+    except ImportError:
+        pass
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--min-accesses", type=int, default=10_000_000)
+    ap.add_argument("--policies", default=None, help="comma list (default: every built policy)")
+    ap.add_argument("--size", type=int, default=8192)
+    ap.add_argument("--many-sizes", default="2048,8192,32768,131072")
+    ap.add_argument("--many-limit", type=int, default=0,
+                    help="block accesses for the one-pass-for-many comparison (0: whole trace)")
+    ap.add_argument("--python-accesses", type=int, default=300_000)
+    ap.add_argument("--skip", default="", help="comma list of sections to skip")
+    a = ap.parse_args()
+    skip = set(a.skip.split(","))
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = tiled_trace(a.min_accesses)
+    policies = a.policies.split(",") if a.policies else [p for p in list_policies() if is_built(p)]
+    res: dict = {"trace": str(path)}
+    dt, n = decode_only(path)
+    res["decode"] = {"accesses": n, "s": dt, "per_s": n / dt}
+    print(f"decode only            {n / dt / 1e6:8.1f} M accesses/s ({n} accesses)", flush=True)
+    if "policy" not in skip:
+        res["policy"] = {}
+        for p in policies:
+            dt, n = run(path, [CacheSpec(p, a.size)])
+            res["policy"][p] = {"s": dt, "per_s": n / dt}
+            print(f"{p:<28s} {n / dt / 1e6:8.1f} M accesses/s end to end", flush=True)
+    if "many" not in skip:
+        sizes = [int(s) for s in a.many_sizes.split(",")]
+        specs = [CacheSpec(p, s) for p in policies for s in sizes]
+        lim = a.many_limit or None
+        t_one, n = run(path, specs, lim)
+        t_each = sum(run(path, [s], lim)[0] for s in specs)
+        res["many"] = {"caches": len(specs), "accesses": n, "one_pass_s": t_one,
+                       "one_pass_each_s": t_each, "speedup": t_each / t_one}
+        print(f"{len(specs)} caches: one pass {t_one:.1f} s, one pass each {t_each:.1f} s, "
+              f"speed-up {t_each / t_one:.2f}x", flush=True)
+    if "memory" not in skip:
+        res["memory_bytes_per_slot"] = {}
+        for p in policies:
+            m = memory_per_slot(p)
+            res["memory_bytes_per_slot"][p] = m
+            print(f"{p:<28s} {m:6.1f} bytes/slot (4M-slot cache, RSS)", flush=True)
+    if "python" not in skip:
+        res["python"] = python_baselines(path, a.python_accesses)
+        print(json.dumps(res["python"]), flush=True)
+    (OUT / "bench_sim.json").write_text(json.dumps(res, indent=1))
+
+
+if __name__ == "__main__":
+    main()
