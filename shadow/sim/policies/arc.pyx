@@ -16,8 +16,9 @@ Pins: honoured.  The chosen list's first unpinned block from the tail is the vic
 becomes a ghost of that list); a list with only pinned blocks sends the eviction to the other list;
 if neither has one the plain tail is taken.
 
-Memory: base 36 B/slot + lists 8 + list tag 1 B/slot + ghosts (16 B node + 18 B map per entry; B1
-and B2 together hold about C ids once the cache is full; the pool grows by half when needed).
+Memory: base 36 B/slot + lists 8 + list tag 1 B/slot + a ghost pool of C + 16 entries (17 B node +
+18 B map each; B1 and B2 together hold at most about C ids once the cache is full; the pool grows
+by half when a burst of evictions needs more): about 44 B/slot of ARC's own state.
 """
 
 from libc.stdint cimport int64_t, int32_t, uint8_t
@@ -51,7 +52,7 @@ cdef class ARC(Policy):
         self.in_t2 = <uint8_t*>calloc(capacity, sizeof(uint8_t))
         if self.in_t2 == NULL:
             raise MemoryError(f"cannot allocate an ARC cache of {capacity} slots")
-        gp_init(&self.gpool, capacity + 16)
+        gp_init(&self.gpool, capacity + 16, 75)
         self.b1.head = self.b1.tail = -1
         self.b1.n = 0
         self.b2.head = self.b2.tail = -1

@@ -8,11 +8,12 @@ orders by ``n_req`` at that time; a per-cache counter gives the same order).  Co
 as in libCacheSim; ``cost-aware=true`` (off by default, not libCacheSim) uses ``freq * cost`` with
 the access's integer cost instead of ``freq * 1e6``.
 
-Pins: honoured.  Pinned minima are popped aside until an unpinned block is found, then pushed
-back; if every block is pinned the plain minimum is taken.  ``L`` becomes the victim's priority.
+Pins: honoured.  The victim is the lowest-priority unpinned block (found by walking the pinned
+region at the top of the heap); if every block is pinned the plain minimum is taken.  ``L``
+becomes the victim's priority.
 
-Memory: base 36 B/slot + heap 4 + position 4 + priority 8 + stamp 8 + freq 4 = 28 B/slot of
-GDSF's own state, plus a 4 B/slot scratch list for pinned minima.
+Memory: base 36 B/slot + heap entry 24 (priority, stamp, slot) + position 4 + freq 4 = 32 B/slot
+of GDSF's own state, plus a 4 B/slot scratch stack for the pinned walk: 36 B/slot.
 """
 
 from libc.stdint cimport int64_t, int32_t
@@ -26,29 +27,31 @@ NEEDS_NEXT_ACCESS = False
 DESCRIPTION = "greedy dual size frequency: priority L + freq*1e6/size (libCacheSim GDSF)"
 
 
-cdef class GDSF(Policy):
-    """See the module docstring.  ``heap[0]`` is the slot with the lowest (priority, stamp)."""
+cdef struct HeapEnt:
+    double pri
+    int64_t stamp
+    int64_t slot
 
-    cdef int32_t* heap
+
+cdef class GDSF(Policy):
+    """See the module docstring.  ``heap[0]`` holds the lowest (priority, stamp); keys live in the
+    heap entries themselves so a sift touches contiguous memory."""
+
+    cdef HeapEnt* heap
     cdef int32_t* pos
-    cdef double* pri
-    cdef int64_t* stamp
     cdef int32_t* freq
-    cdef int32_t* aside
+    cdef int32_t* stack
     cdef int64_t n_heap
     cdef int64_t clock
     cdef readonly double L
     cdef readonly bint cost_aware
 
     def __cinit__(self, int64_t capacity, bint cost_aware=False, *args, **kwargs):
-        self.heap = <int32_t*>malloc(capacity * sizeof(int32_t))
+        self.heap = <HeapEnt*>malloc(capacity * sizeof(HeapEnt))
         self.pos = <int32_t*>malloc(capacity * sizeof(int32_t))
-        self.pri = <double*>malloc(capacity * sizeof(double))
-        self.stamp = <int64_t*>malloc(capacity * sizeof(int64_t))
         self.freq = <int32_t*>malloc(capacity * sizeof(int32_t))
-        self.aside = <int32_t*>malloc(capacity * sizeof(int32_t))
-        if (self.heap == NULL or self.pos == NULL or self.pri == NULL or self.stamp == NULL
-                or self.freq == NULL or self.aside == NULL):
+        self.stack = <int32_t*>malloc(capacity * sizeof(int32_t))
+        if self.heap == NULL or self.pos == NULL or self.freq == NULL or self.stack == NULL:
             raise MemoryError(f"cannot allocate a GDSF cache of {capacity} slots")
         self.n_heap = 0
         self.clock = 0
@@ -58,72 +61,67 @@ cdef class GDSF(Policy):
     def __dealloc__(self):
         free(self.heap)
         free(self.pos)
-        free(self.pri)
-        free(self.stamp)
         free(self.freq)
-        free(self.aside)
+        free(self.stack)
 
-    cdef inline bint _less(self, int32_t a, int32_t b) noexcept nogil:
-        if self.pri[a] != self.pri[b]:
-            return self.pri[a] < self.pri[b]
-        return self.stamp[a] < self.stamp[b]
+    @staticmethod
+    cdef inline bint _less(const HeapEnt* a, const HeapEnt* b) noexcept nogil:
+        if a.pri != b.pri:
+            return a.pri < b.pri
+        return a.stamp < b.stamp
 
-    cdef inline void _place(self, int64_t i, int32_t s) noexcept nogil:
-        self.heap[i] = s
-        self.pos[s] = <int32_t>i
-
-    cdef void _up(self, int64_t i) noexcept nogil:
-        cdef int32_t s = self.heap[i], p
+    cdef void _up(self, int64_t i, HeapEnt e) noexcept nogil:
+        """Place ``e`` at hole ``i``, sifting it towards the root."""
         cdef int64_t parent
         while i > 0:
             parent = (i - 1) >> 1
-            p = self.heap[parent]
-            if not self._less(s, p):
+            if not GDSF._less(&e, &self.heap[parent]):
                 break
-            self._place(i, p)
+            self.heap[i] = self.heap[parent]
+            self.pos[self.heap[i].slot] = <int32_t>i
             i = parent
-        self._place(i, s)
+        self.heap[i] = e
+        self.pos[e.slot] = <int32_t>i
 
-    cdef void _down(self, int64_t i) noexcept nogil:
-        cdef int32_t s = self.heap[i], c
+    cdef void _down(self, int64_t i, HeapEnt e) noexcept nogil:
+        """Place ``e`` at hole ``i``, sifting it towards the leaves."""
         cdef int64_t child, n = self.n_heap
         while True:
             child = 2 * i + 1
             if child >= n:
                 break
-            if child + 1 < n and self._less(self.heap[child + 1], self.heap[child]):
+            if child + 1 < n and GDSF._less(&self.heap[child + 1], &self.heap[child]):
                 child += 1
-            c = self.heap[child]
-            if not self._less(c, s):
+            if not GDSF._less(&self.heap[child], &e):
                 break
-            self._place(i, c)
+            self.heap[i] = self.heap[child]
+            self.pos[self.heap[i].slot] = <int32_t>i
             i = child
-        self._place(i, s)
+        self.heap[i] = e
+        self.pos[e.slot] = <int32_t>i
 
-    cdef inline void _push(self, int32_t s) noexcept nogil:
-        self._place(self.n_heap, s)
+    cdef inline void _push(self, HeapEnt e) noexcept nogil:
         self.n_heap += 1
-        self._up(self.n_heap - 1)
+        self._up(self.n_heap - 1, e)
 
-    cdef inline int32_t _pop(self) noexcept nogil:
-        cdef int32_t top = self.heap[0]
+    cdef inline HeapEnt _pop(self) noexcept nogil:
+        cdef HeapEnt top = self.heap[0]
         self.n_heap -= 1
         if self.n_heap > 0:
-            self._place(0, self.heap[self.n_heap])
-            self._down(0)
-        self.pos[top] = -1
+            self._down(0, self.heap[self.n_heap])
+        self.pos[top.slot] = -1
         return top
 
-    cdef inline void _delete(self, int32_t s) noexcept nogil:
-        cdef int64_t i = self.pos[s]
-        cdef int32_t last
+    cdef inline void _delete(self, int64_t slot) noexcept nogil:
+        cdef int64_t i = self.pos[slot]
+        cdef HeapEnt last
         self.n_heap -= 1
         if i != self.n_heap:
             last = self.heap[self.n_heap]
-            self._place(i, last)
-            self._down(i)
-            self._up(self.pos[last])
-        self.pos[s] = -1
+            self._down(i, last)
+            i = self.pos[last.slot]
+            self._up(i, self.heap[i])
+        self.pos[slot] = -1
 
     cdef inline double _weight(self, const Access* acc) noexcept nogil:
         if self.cost_aware:
@@ -131,54 +129,68 @@ cdef class GDSF(Policy):
         return 1.0e6
 
     cdef void hit(self, int64_t slot, const Access* acc) noexcept nogil:
+        cdef int64_t i = self.pos[slot]
+        cdef HeapEnt e
         self.freq[slot] += 1
         self.clock += 1
-        self.pri[slot] = self.L + <double>self.freq[slot] * self._weight(acc)
-        self.stamp[slot] = self.clock
+        e.pri = self.L + <double>self.freq[slot] * self._weight(acc)
+        e.stamp = self.clock
+        e.slot = slot
         # NOTE: without cost-aware the key only grows (L never falls), so only _down moves it.
-        self._down(self.pos[slot])
-        self._up(self.pos[slot])
+        self._down(i, e)
+        i = self.pos[slot]
+        self._up(i, self.heap[i])
 
     cdef int64_t insert(self, const Access* acc) noexcept nogil:
         cdef int64_t slot = self._take_slot(acc.block_id)
+        cdef HeapEnt e
         self.freq[slot] = 1
         self.clock += 1
-        self.pri[slot] = self.L + self._weight(acc)
-        self.stamp[slot] = self.clock
-        self._push(<int32_t>slot)
+        e.pri = self.L + self._weight(acc)
+        e.stamp = self.clock
+        e.slot = slot
+        self._push(e)
         return slot
 
     cdef int64_t evict(self, const Access* acc) noexcept nogil:
-        cdef int64_t n_aside = 0, i
-        cdef int32_t s = -1
-        if self.n_heap == 0:
+        cdef int64_t n = self.n_heap, top = 0, best = -1, i, c, k
+        cdef HeapEnt e
+        if n == 0:
             return 0
-        while self.n_heap > 0:
-            s = self._pop()
-            if self.pins[s] <= 0:
-                break
-            self.aside[n_aside] = s
-            n_aside += 1
-            s = -1
-        if s < 0:
-            # best effort: everything is pinned; the first set aside is the plain minimum
-            s = self.aside[0]
-            for i in range(1, n_aside):
-                self._push(self.aside[i])
+        if self.pins[self.heap[0].slot] > 0:
+            # NOTE: the lowest unpinned key is an unpinned child of a pinned node reachable from
+            # the root through pinned nodes only; walk that pinned region (the request's own
+            # blocks, usually few) instead of popping it aside.
+            self.stack[0] = 0
+            top = 1
+            while top > 0:
+                top -= 1
+                i = self.stack[top]
+                for k in range(2):
+                    c = 2 * i + 1 + k
+                    if c >= n:
+                        break
+                    if self.pins[self.heap[c].slot] > 0:
+                        self.stack[top] = <int32_t>c
+                        top += 1
+                    elif best < 0 or GDSF._less(&self.heap[c], &self.heap[best]):
+                        best = c
+        if best < 0:
+            e = self._pop()          # the minimum (best effort when everything is pinned)
         else:
-            for i in range(n_aside):
-                self._push(self.aside[i])
-        self.L = self.pri[s]
-        return self._drop_slot(s)
+            e = self.heap[best]
+            self._delete(e.slot)
+        self.L = e.pri
+        return self._drop_slot(e.slot)
 
     cdef void remove(self, int64_t slot) noexcept nogil:
-        self._delete(<int32_t>slot)
+        self._delete(slot)
         self._drop_slot(slot)
 
     def order(self) -> list[tuple[int, float]]:
         """(id, priority) of the resident blocks from the next victim on (heap sorted; tests)."""
         cdef int64_t i
-        items = [(self.pri[self.heap[i]], self.stamp[self.heap[i]], self.slot_ids[self.heap[i]])
+        items = [(self.heap[i].pri, self.heap[i].stamp, self.slot_ids[self.heap[i].slot])
                  for i in range(self.n_heap)]
         items.sort()
         return [(b, p) for p, _, b in items]

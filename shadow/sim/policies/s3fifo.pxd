@@ -7,7 +7,8 @@ A :c:type:`GhostPool` holds ghost entries for one policy: a node pool (id int64,
 tags nodes with ``which``.
 
 Invariant: ``map`` holds exactly the ids of the nodes on some GhostQ; a free node is on the free
-list (``next`` chain from ``free_head``); ``n_used <= cap`` and the map's load stays <= 2/3.
+list (``next`` chain from ``free_head``); ``n_used <= cap`` and the map's load stays <= map_pct/200
+(1/2 for s3fifo and twoq, whose ghost probes are mostly misses; 3/8 more for ARC's larger pool).
 Ghost entries are never resident: the base table knows nothing of them.
 """
 
@@ -27,6 +28,7 @@ cdef struct GhostPool:
     int32_t free_head
     int64_t cap
     int64_t n_used
+    int64_t map_pct    # the map is sized for map_pct% of cap ids (its load <= map_pct/200 full)
 
 
 cdef struct GhostQ:
@@ -35,7 +37,7 @@ cdef struct GhostQ:
     int64_t n
 
 
-cdef int gp_init(GhostPool* g, int64_t cap) except -1
+cdef int gp_init(GhostPool* g, int64_t cap, int64_t map_pct=*) except -1
 cdef void gp_free(GhostPool* g) noexcept nogil
 cdef int gp_grow(GhostPool* g) noexcept nogil
 

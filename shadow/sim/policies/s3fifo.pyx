@@ -18,8 +18,8 @@ Pins: honoured.  A pinned block is still promoted/reinserted as it would be unpi
 the victim while an unpinned candidate exists: the walk passes it; a queue with only pinned
 candidates sends the eviction to the other queue; only if both have none is the plain tail taken.
 
-Memory: base 36 B/slot + lists 8 + freq/queue 2 B/slot + ghost (16 B node + 18 B map per ghost
-entry, ``ghost-size-ratio`` of C): about 46 B/slot of S3FIFO's own state at the defaults.
+Memory: base 36 B/slot + lists 8 + freq/queue 2 B/slot + ghost (17 B node + 24 B map per ghost
+entry, ``ghost-size-ratio`` of C): about 47 B/slot of S3FIFO's own state at the defaults.
 """
 
 from libc.stdint cimport int64_t, int32_t, uint8_t
@@ -38,16 +38,18 @@ DESCRIPTION = "S3-FIFO: small FIFO, main FIFO with reinsertion, ghost FIFO (libC
 
 # ---- ghost pool ------------------------------------------------------------------------------
 
-cdef inline int64_t _map_capacity(int64_t cap) noexcept nogil:
-    # NOTE: IdMap has 2 * capacity entries; 3/4 of the pool keeps its load <= 2/3 when full.
-    return cap * 3 // 4 + 8
+cdef inline int64_t _map_capacity(int64_t cap, int64_t pct) noexcept nogil:
+    # NOTE: IdMap has 2 * capacity entries: load <= pct/200 when the pool is full.  Most ghost
+    # probes are misses (first-seen ids), which linear probing pays for at higher loads.
+    return cap * pct // 100 + 8
 
 
-cdef int gp_init(GhostPool* g, int64_t cap) except -1:
+cdef int gp_init(GhostPool* g, int64_t cap, int64_t map_pct=100) except -1:
     cdef int64_t i
     if cap < 1:
         cap = 1
     g.cap = cap
+    g.map_pct = map_pct
     g.n_used = 0
     g.ids = <int64_t*>calloc(cap, sizeof(int64_t))
     g.prev = <int32_t*>malloc(cap * sizeof(int32_t))
@@ -60,7 +62,7 @@ cdef int gp_init(GhostPool* g, int64_t cap) except -1:
         g.prev[i] = -1
         g.next[i] = <int32_t>(i + 1) if i + 1 < cap else -1
     g.free_head = 0
-    idmap_init(&g.map, _map_capacity(cap))
+    idmap_init(&g.map, _map_capacity(cap, map_pct))
     return 0
 
 
@@ -97,7 +99,7 @@ cdef int gp_grow(GhostPool* g) noexcept nogil:
         return -1
     g.which = which
     cdef IdMap m
-    cdef int64_t mcap = _map_capacity(cap)
+    cdef int64_t mcap = _map_capacity(cap, g.map_pct)
     m.size = <unsigned long long>(2 * mcap)
     m.n = 0
     m.keys = <int64_t*>calloc(m.size, sizeof(int64_t))
