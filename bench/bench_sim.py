@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from shadow.sim import CacheSpec, Simulator  # noqa: E402
+from shadow.sim.simulator import prefetched  # noqa: E402
 from shadow.sim.registry import is_built, list_policies, policy_info  # noqa: E402
 from shadow.trace import convert_file, open_trace  # noqa: E402
 
@@ -56,7 +57,7 @@ def run(path: Path, specs: list[CacheSpec], limit: int | None = None) -> tuple[f
     n = 0
     t = time.perf_counter()
     with open_trace(str(path)) as tr:
-        for b in tr:
+        for b in prefetched(tr):
             sim.feed(b)
             n += b.n_blocks
             if limit and n >= limit:

@@ -125,7 +125,7 @@ def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_or
                 click.echo(f"{name:<30s}(not built yet)")
         return
 
-    from shadow.sim.simulator import CacheSpec, Simulator
+    from shadow.sim.simulator import CacheSpec, Simulator, prefetched
     from shadow.trace import bundled_trace_path, open_trace
 
     demo = trace is None
@@ -162,7 +162,7 @@ def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_or
         click.echo(f"trace {path}: {h.n_requests} requests, {h.n_block_accesses} block accesses, "
                    f"format {kind}, block-id {block_id}")
         try:
-            for batch in tr:
+            for batch in prefetched(tr):
                 sim.feed(batch)
         except BaseException:
             sim.abort()

@@ -337,3 +337,51 @@ def _timestamps(records: np.ndarray) -> np.ndarray:
     ts = np.where(start >= 0, start, done) / 1e6
     ts[(start < 0) & (done < 0)] = -1.0
     return np.ascontiguousarray(ts, dtype=np.float64)
+
+
+def prefetched(batches: Iterable, depth: int = 2):
+    """Iterate ``batches`` with a reader thread decoding up to ``depth`` batches ahead.
+
+    ``Simulator.feed`` releases the GIL while it steps the caches, so decoding the next batch
+    (zstd releases the GIL too) overlaps with simulating the current one.
+    """
+    import queue
+    import threading
+
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    done = object()
+    stop = threading.Event()
+
+    def work() -> None:
+        try:
+            for b in batches:
+                while not stop.is_set():
+                    try:
+                        q.put(b, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put(done)
+        except BaseException as exc:       # handed to the consumer, re-raised there
+            q.put(exc)
+
+    t = threading.Thread(target=work, name="shadow-trace-prefetch", daemon=True)
+    t.start()
+    try:
+        while True:
+            item = q.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        while t.is_alive():
+            try:
+                q.get_nowait()
+            except queue.Empty:
+                pass
+            t.join(timeout=0.05)

@@ -188,3 +188,19 @@ def test_prefix_order_replay_and_no_verify_run(seed):
     for order in ("deepest-first", "prefix-order"):
         r = feed_all(Simulator([CacheSpec("lru", 12)], replay_order=order, verify=False), trace)[0]
         assert r.error is None and r.n_unexpected_eviction == 0
+
+
+def test_prefetched_keeps_order_and_raises():
+    from shadow.sim.simulator import prefetched
+
+    assert list(prefetched(iter(range(50)), depth=3)) == list(range(50))
+
+    def bad():
+        yield 1
+        raise ShadowError("broken trace at byte 7")
+
+    with pytest.raises(ShadowError, match="byte 7"):
+        list(prefetched(bad()))
+    it = prefetched(iter(range(1000)), depth=1)
+    assert next(it) == 0
+    it.close()                                      # abandoning the iterator stops the thread
