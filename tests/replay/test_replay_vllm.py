@@ -1,10 +1,10 @@
 """replay against a real vLLM OpenAI server on the CPU (tiny model, 127.0.0.1).
 
-Run under ``flock /tmp/vllm.lock`` on a shared machine.  Two server start-ups in all: one shared
-by the one-at-a-time and the concurrent replays (each with its own ``--seed``, so its tokens are
-new to the cache: the earlier run's blocks are never hit and are evicted before any of the new
-run's, which is exactly a cold cache of the same capacity), and one ``--launch``-ed server that is
-killed mid-run.
+Run under ``flock /tmp/vllm.lock`` on a shared machine.  Two server start-ups in all, one at a
+time: first a ``--launch``-ed server that is killed mid-run, then one shared (module fixture) by
+the one-at-a-time, the concurrent and the Ctrl-C replays.  Each of those uses its own ``--seed``,
+so its tokens are new to the cache: the earlier runs' blocks are never hit and sit ahead of every
+new block in vLLM's free queue, which is exactly a cold cache of the same capacity.
 """
 
 from __future__ import annotations
