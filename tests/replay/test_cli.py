@@ -150,3 +150,12 @@ def test_report_on_a_non_results_dir(tmp_path):
     r = _run("report", str(tmp_path), "--num-gpu-blocks", "10", "--engine-block-size", "32",
              "--tokens-per-block", "32")
     assert r.returncode == 2 and "requests.jsonl:1:" in r.stderr
+
+
+def test_console_script_declared():
+    import importlib
+    import tomllib
+
+    scripts = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    module, attr = scripts["replay"].split(":")
+    assert getattr(importlib.import_module(module), attr) is __import__("replay.cli").cli.main

@@ -238,3 +238,27 @@ def test_ctrl_c_writes_what_was_measured(server, tmp_path):
     recs = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
     assert len(recs) == summ["n_requests"]
     assert all(x["error"] is None or x["error"].startswith("interrupted") for x in recs)
+
+
+def test_http_errors_and_timeouts_are_counted(server, tmp_path):
+    # at 64 tokens per block trace request 0 (79 blocks) is longer than max_model_len: HTTP 400
+    out = tmp_path / "toolong"
+    r = _replay(["--trace", BUNDLED, "--endpoint", server, "--tokens-per-block", "64",
+                 "--max-requests", "4", "--max-output-tokens", "4", "--concurrency", "1", "--seed", "4",
+                 "--validate", "-o", str(out), "--no-progress"])
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "exceed the server's max_model_len" in r.stderr
+    recs = {x["seq"]: x for x in map(json.loads, (out / "requests.jsonl").read_text().splitlines())}
+    assert recs[0]["error"].startswith("http 400") and not recs[0]["reached_engine"]
+    assert recs[2]["error"] is None and recs[3]["error"] is None
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["validation"]["match_rate"] == 1.0
+    assert all(row["predicted"] is None for row in rep["requests"] if row["error"])
+    # a timeout far below one prefill: every request times out, the run still finishes
+    out2 = tmp_path / "timeout"
+    r = _replay(["--trace", BUNDLED, "--endpoint", server, "--tokens-per-block", "32", "--skip-requests", "2",
+                 "--max-requests", "3", "--max-output-tokens", "200", "--concurrency", "1", "--seed", "5",
+                 "--request-timeout", "0.001", "-o", str(out2), "--no-progress"])
+    assert r.returncode == 0, r.stderr[-3000:]
+    summ = json.loads((out2 / "summary.json").read_text())
+    assert summ["errors"] == {"timeout": 3} and summ["n_ok"] == 0
