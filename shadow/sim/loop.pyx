@@ -474,12 +474,19 @@ cdef class CacheRun:
         return rc
 
     def release(self, const int64_t[::1] block_ids, const int64_t[::1] extra_ids,
-                const double[::1] cost_exact, const int64_t[::1] cost_int, int64_t n_anonymous) -> None:
-        """Live release: insert ``extra_ids`` (generated blocks), then unpin tail first."""
+                const double[::1] cost_exact, const int64_t[::1] cost_int, int64_t n_anonymous,
+                int64_t n_anonymous_final=0) -> None:
+        """Live release: insert ``extra_ids`` (generated blocks), then unpin tail first.
+
+        The request's ``n_anonymous`` reserved slots shrink to ``n_anonymous_final`` while the
+        generated blocks are inserted (vLLM still holds the request's last, partial block then),
+        and are given back at the end.
+        """
         cdef Policy p = self.policy
         cdef int64_t B = block_ids.shape[0], E = extra_ids.shape[0], i, slot, bid, pos, victim
         cdef Access acc
-        self.reserved -= n_anonymous
+        cdef int64_t keep = min(n_anonymous_final, n_anonymous)
+        self.reserved -= n_anonymous - keep
         if self.reserved < 0:
             self.reserved = 0
         with nogil:
@@ -517,3 +524,6 @@ cdef class CacheRun:
                     p._unpin(slot)
                     if p.wants_release:
                         p.on_release(slot)
+        self.reserved -= keep
+        if self.reserved < 0:
+            self.reserved = 0

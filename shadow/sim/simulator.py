@@ -315,8 +315,13 @@ class Simulator:
         self._report()
         return adm
 
-    def release(self, adm: Admission, extra_block_ids: Iterable[int] = ()) -> None:
-        """Insert the request's generated blocks, then unpin its blocks tail first."""
+    def release(self, adm: Admission, extra_block_ids: Iterable[int] = (),
+                n_anonymous_final: int = 0) -> None:
+        """Insert the request's generated blocks, then unpin its blocks tail first.
+
+        ``n_anonymous_final`` of the admission's anonymous slots stay reserved while the generated
+        blocks are inserted (vLLM's final partial block, still held until the request is freed).
+        """
         if adm.released:
             raise ShadowError("request released twice")
         adm.released = True
@@ -324,7 +329,8 @@ class Simulator:
         self._ensure_costs(len(adm.block_ids) + len(extra) + 1)
         for run, served in zip(self.runs, adm.served):
             if served:
-                run.release(adm.block_ids, extra, self._cost_exact, self._cost_int, adm.n_anonymous)
+                run.release(adm.block_ids, extra, self._cost_exact, self._cost_int, adm.n_anonymous,
+                            int(n_anonymous_final))
 
 
 def _timestamps(records: np.ndarray) -> np.ndarray:
