@@ -263,14 +263,6 @@ def regex_alternation(values: list[str]) -> str:
 # --------------------------------------------------------------------------- the contract
 
 
-#: Series deploy/ needs that docs/metrics.md does not list yet, asked of the connector room.
-#: ``shadow_engine_capacity_blocks`` (gauge, labels model_name, engine): the engine's usable KV
-#: block count, i.e. the capacity the default factor 1.0 gives. PromQL cannot do arithmetic on
-#: label values, and vllm:cache_config_info's num_gpu_blocks counts vLLM's null block, so without
-#: this value the rules cannot name the shadow cache that must reproduce the engine.
-REQUESTED_SHADOW_METRICS = {"shadow_engine_capacity_blocks"}
-
-
 def documented_shadow_metrics() -> set[str]:
     """Series names docs/metrics.md lists (the connector/deploy contract)."""
     return set(re.findall(r"`(shadow_[a-z_]+)`", METRICS_MD.read_text()))

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from tests.deploy.prometheus_support import (
-    DASHBOARD_JSON, DEPLOY, dashboard_targets, dashboard_variables, deploy_config, REQUESTED_SHADOW_METRICS, documented_shadow_metrics,
+    DASHBOARD_JSON, DEPLOY, dashboard_targets, dashboard_variables, deploy_config, documented_shadow_metrics,
     metric_names, start_prometheus, substitute, vllm_metric_names,
 )
 
@@ -93,7 +93,7 @@ def test_panels_cover_the_issue() -> None:
 
 
 def test_dashboard_names_only_exported_metrics() -> None:
-    known = documented_shadow_metrics() | REQUESTED_SHADOW_METRICS | vllm_metric_names()
+    known = documented_shadow_metrics() | vllm_metric_names()
     named = set()
     for _, t in dashboard_targets():
         named |= metric_names(t["expr"])
