@@ -98,3 +98,16 @@ def test_rate_mean_and_burstiness(burstiness):
     # gamma(shape k): coefficient of variation 1/sqrt(k); Poisson (k = 1) has CV 1
     assert gaps.std() / gaps.mean() == pytest.approx(1 / math.sqrt(burstiness), rel=0.08)
     assert np.array_equal(times, send_times(t, np.zeros(20001)))  # deterministic per seed
+
+
+def test_lcp_zst_gives_the_same_requests(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "m.lcp.zst"
+    subprocess.run([sys.executable, "-m", "shadow", "convert", BUNDLED, str(out)], cwd=str(REPO_ROOT),
+                   check=True, capture_output=True, env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))
+    a = load_requests(str(out), tokens_per_block=32, skip_requests=3960, max_requests=30)
+    b = load_requests(BUNDLED, tokens_per_block=32, skip_requests=3960, max_requests=30)
+    assert a == b and len(a[2]) == 30
