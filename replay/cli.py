@@ -216,6 +216,9 @@ def _run(*, endpoint: str, launched: str | None, trace: str, model: str | None, 
     }
     write_results(out_dir, results, run, summary)
     click.echo(summary_text(summary))
+    if summary["n_ok"] and not summary["cached_tokens_reported"]:
+        click.echo("warning: the server did not report cached tokens: start it with "
+                   "--enable-prompt-tokens-details (--launch adds it)", err=True)
     click.echo(f"results in {out_dir}/ (requests.jsonl, run.json, summary.json)", err=True)
     return interrupted
 

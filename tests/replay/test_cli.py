@@ -159,3 +159,33 @@ def test_console_script_declared():
     scripts = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     module, attr = scripts["replay"].split(":")
     assert getattr(importlib.import_module(module), attr) is __import__("replay.cli").cli.main
+
+
+def test_summary_says_how_to_enable_cached_tokens():
+    from replay.results import summary_text
+
+    rs = [RequestResult(index=i, seq=i, blocks=[1], tail=0, prompt_tokens=32, max_tokens=2, sent_s=0.0,
+                        end_s=1.0, ttft_s=0.1, e2e_s=0.5, output_tokens=2, reached_engine=True)
+          for i in range(3)]
+    s = summarize(rs)
+    assert s["cached_tokens_reported"] is False and s["hit_ratio"] is None
+    assert "--enable-prompt-tokens-details" in summary_text(s)
+    rs[0].cached_tokens, rs[1].cached_tokens, rs[2].cached_tokens = 0, 16, 32
+    s = summarize(rs)
+    assert s["hit_ratio"] == pytest.approx(48 / 96) and "hit ratio 0.5000" in summary_text(s)
+    assert s["ttft_s"]["p50"] == pytest.approx(0.1) and s["throughput_req_s"] == pytest.approx(3.0)
+
+
+def test_progress_bar_draws_only_when_enabled(capsys):
+    from replay.client import Progress
+
+    p = Progress(2, enabled=True)
+    p.update(True)
+    p.update(False)
+    p.close()
+    err = capsys.readouterr().err
+    assert "2/2 errors 1" in err and err.endswith("\n")
+    q = Progress(2, enabled=False)
+    q.update(True)
+    q.close()
+    assert capsys.readouterr().err == ""
