@@ -95,3 +95,12 @@ def test_errors_not_replayed_and_bad_capacity():
         predict(res, tokens_per_block=32, block_size=32, num_gpu_blocks=1)
     with pytest.raises(ShadowError, match="multiple"):
         predict(res, tokens_per_block=48, block_size=32, num_gpu_blocks=100)
+
+
+def test_oracles_and_unknown_policies_are_skipped_with_a_reason():
+    _, _, specs = load_requests(BUNDLED, tokens_per_block=32, max_requests=3, max_output_tokens=4)
+    pred = predict(_one_at_a_time(specs), tokens_per_block=32, block_size=32, num_gpu_blocks=5000,
+                   policies=["lru", "belady", "nosuch"])
+    assert pred.policies == ["vllm", "lru"]
+    assert "next-access" in pred.skipped_policies["belady"]
+    assert pred.skipped_policies["nosuch"] == "not a policy"
