@@ -77,15 +77,25 @@ def rss_kb() -> int:
 
 
 def memory_per_slot(name: str, slots: int = 1 << 22) -> float:
-    from shadow.sim.loop import CacheRun
-    from shadow.sim.registry import make_policy
-    before = rss_kb()
-    p = make_policy(name, slots)
-    for i in range(slots):              # touch every slot: fill the cache
-        p.py_get(i + 1)
-    after = rss_kb()
-    del p
-    return (after - before) * 1024 / slots
+    """RSS growth per slot of one filled cache, measured in a fresh child process."""
+    import subprocess
+    code = f"""
+import sys
+sys.path.insert(0, {str(ROOT)!r})
+def rss():
+    for line in open('/proc/self/status'):
+        if line.startswith('VmRSS:'):
+            return int(line.split()[1]) * 1024
+from shadow.sim.registry import make_policy
+from shadow.sim.loop import CacheRun
+before = rss()
+p = make_policy({name!r}, {slots})
+for i in range({slots}):
+    p.py_get(i + 1, vtime=i + 1)
+print((rss() - before) / {slots})
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return float(out.stdout.strip())
 
 
 def python_baselines(path: Path, n_limit: int) -> dict:
