@@ -162,7 +162,8 @@ def variable(name: str, label: str, query: str, sort: int = 1) -> dict[str, Any]
 def build() -> dict[str, Any]:
     global _next_id
     _next_id = 0
-    legend_cache = "{{policy}} @ {{capacity_blocks}} ({{deployment}} e{{engine}})"
+    legend_engine = "({{deployment}} e{{engine}})"
+    legend_cache = "{{policy}} @ {{capacity_blocks}} " + legend_engine
     panels: list[dict[str, Any]] = []
 
     y = 0
@@ -256,10 +257,9 @@ def build() -> dict[str, Any]:
         "Requests: observed, dropped, recorded",
         "Dropped requests never reached the shadow (the worker queue was full): any drop biases the "
         "shadow (alert ShadowDroppingRequests).",
-        [target(rate("shadow_observed_requests_total", ENGINE_SEL, ENGINE_BY), "observed ({{deployment}} e{{engine}})", "A"),
-         target(rate("shadow_dropped_requests_total", ENGINE_SEL, ENGINE_BY), "dropped ({{deployment}} e{{engine}})", "B"),
-         target(rate("shadow_recorded_requests_total", ENGINE_SEL, ENGINE_BY), "recorded ({{deployment}} e{{engine}})", "C"),
-         target(rate("shadow_skipped_requests_total"), "skipped " + legend_cache, "D")],
+        [target(rate(f"shadow_{what}_requests_total", ENGINE_SEL, ENGINE_BY), what + " " + legend_engine, ref)
+         for what, ref in (("observed", "A"), ("dropped", "B"), ("recorded", "C"))]
+        + [target(rate("shadow_skipped_requests_total"), "skipped " + legend_cache, "D")],
         "reqps", 12, y))
     y += 8
     panels.append(timeseries(

@@ -158,7 +158,8 @@ class PrometheusServer:
 
 
 @contextlib.contextmanager
-def start_prometheus(config: dict[str, Any], workdir: Path, ready_timeout_s: float = 60.0) -> Iterator[PrometheusServer]:
+def start_prometheus(config: dict[str, Any], workdir: Path,
+                     ready_timeout_s: float = 60.0) -> Iterator[PrometheusServer]:
     """Run ``prometheus`` on a free 127.0.0.1 port with storage under ``workdir``; stop it at exit."""
     workdir.mkdir(parents=True, exist_ok=True)
     cfg_path = workdir / "prometheus.yml"
