@@ -187,9 +187,10 @@ def report(prom: PrometheusServer, sent: int) -> None:
             print(f"  {expr} {{{labels}}} = {float(r['value'][1]):.4f}")
     print(f"\nlive shadow, {sent} requests:")
     show('max(vllm:prefix_cache_hits_total) / max(vllm:prefix_cache_queries_total)')
-    show('max(shadow_prefix_hit_tokens_total{policy="vllm"} * on (model_name, engine, capacity_blocks) group_left()'
-         ' count_values without () ("capacity_blocks", shadow_engine_capacity_blocks))'
-         ' / max(shadow_query_tokens_total{policy="vllm"})')
+    at_engine_capacity = (' and on (model_name, engine, capacity_blocks)'
+                          ' count_values by (model_name, engine) ("capacity_blocks", shadow_engine_capacity_blocks)')
+    show(f'max(shadow_prefix_hit_tokens_total{{policy="vllm"}}{at_engine_capacity})'
+         f' / max(shadow_query_tokens_total{{policy="vllm"}}{at_engine_capacity})')
     show("shadow:engine_prefix_hit_ratio:rate5m")
     show("shadow:vllm_engine_capacity_prefix_hit_ratio:rate5m")
     show("shadow:vllm_fidelity_error:rate5m")
