@@ -21,7 +21,10 @@ import signal
 import sys
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    import aiohttp
 
 from replay.results import RequestResult
 from replay.timing import Timing
@@ -82,8 +85,8 @@ def request_body(cfg: ClientConfig, prompt: list[int], max_tokens: int) -> dict:
     return body
 
 
-async def send_one(session, cfg: ClientConfig, res: RequestResult, prompt: list[int],
-                   t0: float) -> None:
+async def send_one(session: "aiohttp.ClientSession", cfg: ClientConfig, res: RequestResult,
+                   prompt: list[int], t0: float) -> None:
     """Send one request and fill ``res`` in place; never raises (except cancellation)."""
     import aiohttp
 
