@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -33,6 +34,11 @@ def _policies(n: int) -> list[str]:
     # NOTE: 'vllm' models the engine's own free queue (live use); the sweep compares the others.
     names = [p for p in list_policies() if p != "vllm" and is_built(p)]
     return names[:n]
+
+
+def _cpu(who: int) -> float:
+    r = resource.getrusage(who)
+    return r.ru_utime + r.ru_stime
 
 
 def _convert(src: Path, dest: Path) -> None:
@@ -72,17 +78,22 @@ def main() -> None:
         same = True
         # NOTE: alternate the two so a change in the machine's load hits both alike.
         for i in range(args.repeat):
-            t0 = time.perf_counter()
+            c0, t0 = _cpu(resource.RUSAGE_SELF), time.perf_counter()
             serial = run_sweep(cells, tmpd / f"serial{i}", SerialExecutor(), progress=False)
             t_serial.append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
+            cpu_serial = _cpu(resource.RUSAGE_SELF) - c0
+            c0, t0 = _cpu(resource.RUSAGE_CHILDREN), time.perf_counter()
             par = run_sweep(cells, tmpd / f"pool{i}", LocalExecutor(args.jobs), progress=False)
             t_par.append(time.perf_counter() - t0)
+            cpu_par = _cpu(resource.RUSAGE_CHILDREN) - c0
             failed += serial.failed + par.failed
             same = same and serial.csv_path.read_bytes() == par.csv_path.read_bytes()
-            print(f"round {i + 1}: serial (1 process, one cell after another) {t_serial[-1]:7.2f} s; "
-                  f"local (process pool, {args.jobs} workers) {t_par[-1]:7.2f} s; "
-                  f"ratio {t_serial[-1] / t_par[-1]:.2f}x; load average {os.getloadavg()[0]:.1f}")
+            # NOTE: cores used = CPU seconds / wall seconds: what the run got of the machine.
+            print(f"round {i + 1}: serial (1 process, one cell after another) {t_serial[-1]:7.2f} s "
+                  f"({cpu_serial / t_serial[-1]:.2f} cores used); local (process pool, {args.jobs} "
+                  f"workers) {t_par[-1]:7.2f} s ({cpu_par / t_par[-1]:.2f} cores used, worker CPU "
+                  f"{cpu_par:.1f} s vs {cpu_serial:.1f} s); ratio {t_serial[-1] / t_par[-1]:.2f}x; "
+                  f"load average {os.getloadavg()[0]:.1f}")
         ts, tp = min(t_serial), min(t_par)
         print(f"best of {args.repeat}: serial {ts:.2f} s, {args.jobs} workers {tp:.2f} s: speed-up "
               f"{ts / tp:.2f}x; CSVs identical: {same}; {len(failed)} failed")
