@@ -158,6 +158,9 @@ def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_or
             raise ShadowError(f"{path}: the trace has no next-access times, which "
                               f"{', '.join(a for a in algos if policy_info(a).needs_next_access)} "
                               f"need (convert it with `shadow convert`)")
+        if sim.needs_next_access:
+            from shadow.sim.oracle import attach_next_access
+            attach_next_access(sim, tr)    # NOTE: a pre-pass only when some request is skipped
         kind = "jsonl" if type(tr).__name__ == "JsonlTrace" else "lcp"
         click.echo(f"trace {path}: {h.n_requests} requests, {h.n_block_accesses} block accesses, "
                    f"format {kind}, block-id {block_id}")

@@ -174,6 +174,9 @@ class Simulator:
             policy = make_policy(s.policy, s.capacity, s.params)
             self.runs.append(CacheRun(policy, pin, replay_order, verify))
         self._needs_next = [policy_info(s.policy).needs_next_access for s in self.specs]
+        #: Next-access values recomputed without skipped requests, per capacity (the oracles);
+        #: set by :func:`shadow.sim.oracle.attach_next_access`, None to use the trace's own.
+        self.next_access_source = None
         self._cost_exact = np.zeros(0)
         self._cost_int = np.zeros(0, dtype=np.int64)
         self._ensure_costs(1024)
@@ -222,8 +225,10 @@ class Simulator:
         ts = _timestamps(batch.records)
         for run in self.runs:
             run.reserve(max_b + 1)
-        for run in self.runs:
-            run.serve_batch(offsets, ids, nxt, ts, self._cost_exact, self._cost_int,
+        src = self.next_access_source
+        for spec, run, needs in zip(self.specs, self.runs, self._needs_next):
+            n_i = src.for_batch(spec.capacity, batch, nxt) if needs and src is not None else nxt
+            run.serve_batch(offsets, ids, n_i, ts, self._cost_exact, self._cost_int,
                             int(batch.first_request))
         self._report()
 
