@@ -1,4 +1,4 @@
-"""random_compute_small_queue: shared mixin, hand-traced admission, exact batched differential."""
+"""random_compute_small_queue: shared mixin, hand-traced admission and ghost, exact batched differential."""
 
 from __future__ import annotations
 
@@ -15,8 +15,13 @@ class TestRandomComputeSmallQueue(PolicyMixin):
     PARAMS = "evict-batch=1"
 
 
+class TestRandomComputeSmallQueueSmallGhost(PolicyMixin):
+    NAME = "random_compute_small_queue"
+    PARAMS = "evict-batch=1,small-size-ratio=0.3,ghost-size-ratio=0.2,n-sample=4,seed=3"
+
+
 def test_small_queue_hand_traced():
-    p = make_policy("random_compute_small_queue", 10, "small-size-ratio=0.2")   # small target 2
+    p = make_policy("random_compute_small_queue", 10, "small-size-ratio=0.2,ghost-size-ratio=0")
     for b in range(1, 11):
         p.py_get(b, vtime=b, req_vtime=b)
     assert p.small_ids() == list(range(10, 0, -1))
@@ -29,12 +34,39 @@ def test_small_queue_hand_traced():
         p.py_evict(vtime=12)
     assert p.small_ids() == [10, 1]                         # at the target: main is sampled next
     assert p.py_evict(vtime=12) == 3
+    assert p.ghost_ids() == []                               # ghost-size-ratio=0: no ghost
+
+
+def test_ghost_hand_traced():
+    # small target 2, ghost of 3 ids
+    p = make_policy("random_compute_small_queue", 10, "small-size-ratio=0.2,ghost-size-ratio=0.3")
+    for b in range(1, 11):
+        p.py_get(b, vtime=b, req_vtime=b)
+    assert [p.py_evict(vtime=11) for _ in range(4)] == [1, 2, 3, 4]
+    assert p.ghost_ids() == [4, 3, 2]                        # newest first; 1 fell off the ghost
+    p.py_get(3, vtime=12, req_vtime=12)                      # back from the ghost: straight to main
+    assert p.population() == [3] and 3 not in p.small_ids()
+    assert p.ghost_ids() == [4, 2]
+    p.py_get(1, vtime=13, req_vtime=13)                      # forgotten by the ghost: small again
+    assert p.small_ids()[0] == 1 and 1 not in p.population()
+    assert p.stats(3) == (12, 1.0, 1)                        # fresh statistics in main
+    # main's victims leave no ghost
+    q = make_policy("random_compute_small_queue", 4, "small-size-ratio=0,ghost-size-ratio=1")
+    for b in (1, 2, 3, 4):
+        q.py_get(b, vtime=b, req_vtime=b)
+        q.py_get(b, vtime=b, req_vtime=b)                    # promoted: all in main
+    assert sorted(q.population()) == [1, 2, 3, 4]
+    v = q.py_evict(vtime=9)
+    assert v in (1, 2, 3, 4) and q.ghost_ids() == []
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(trace=prefix_traces, capacity=st.integers(1, 24), pin=st.booleans(),
        params=st.sampled_from(["", "n-sample=3,evict-batch=2,small-size-ratio=0.3",
-                               "small-size-ratio=0,evict-batch=3"]))
+                               "small-size-ratio=0,evict-batch=3",
+                               "n-sample=3,small-size-ratio=0.2,ghost-size-ratio=0.3",
+                               "evict-batch=2,small-size-ratio=0.5,ghost-size-ratio=2",
+                               "ghost-size-ratio=0,small-size-ratio=0.25"]))
 def test_batched_differential_prefix(trace, capacity, pin, params):
     assert_same("random_compute_small_queue", params, capacity, trace, pin)
 
@@ -42,4 +74,5 @@ def test_batched_differential_prefix(trace, capacity, pin, params):
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(trace=raw_traces, capacity=st.integers(1, 12), pin=st.booleans())
 def test_batched_differential_raw(trace, capacity, pin):
-    assert_same("random_compute_small_queue", "n-sample=3,evict-batch=2", capacity, trace, pin)
+    assert_same("random_compute_small_queue", "n-sample=3,evict-batch=2,ghost-size-ratio=0.5",
+                capacity, trace, pin)

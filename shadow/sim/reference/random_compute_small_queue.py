@@ -1,6 +1,8 @@
 """random_compute_small_queue reference: same decisions as ``policies/random_compute_small_queue.pyx``.
 
-A small FIFO (OrderedDict, first key = oldest) in front of random_compute's sampled main.
+A small FIFO (OrderedDict, first key = oldest) in front of random_compute's sampled main, and a
+ghost FIFO of ids evicted from the small FIFO (OrderedDict, first key = oldest): an id found there
+on insert goes straight to main.
 """
 
 from __future__ import annotations
@@ -9,16 +11,19 @@ from collections import OrderedDict
 
 from shadow.sim.reference.random_compute import RandomCompute
 
-DEFAULTS = "n-sample=128,evict-batch=8,small-size-ratio=0.10,timestamp=request,seed=1"
+DEFAULTS = ("n-sample=128,evict-batch=8,small-size-ratio=0.10,ghost-size-ratio=0.90,"
+            "timestamp=request,seed=1")
 HONOURS_PINS = True
 
 
 class RandomComputeSmallQueue(RandomCompute):
     def __init__(self, capacity: int, n_sample: int = 128, evict_batch: int = 8, seed: int = 1,
-                 per_request: bool = True, small_ratio: float = 0.1) -> None:
+                 per_request: bool = True, small_ratio: float = 0.1, ghost_ratio: float = 0.9) -> None:
         super().__init__(capacity, n_sample, evict_batch, seed, per_request)
         self.small: OrderedDict[int, None] = OrderedDict()
         self.small_target = int(capacity * small_ratio)
+        self.ghost: OrderedDict[int, None] = OrderedDict()
+        self.ghost_size = int(capacity * ghost_ratio)
 
     def hit(self, b: int, acc) -> None:
         self._touch(b, acc)
@@ -28,7 +33,18 @@ class RandomComputeSmallQueue(RandomCompute):
 
     def insert(self, b: int, acc) -> None:
         self._init(b, acc)
-        self.small[b] = None
+        if b in self.ghost:
+            del self.ghost[b]
+            self.dense.add(b)
+        else:
+            self.small[b] = None
+
+    def _ghost_add(self, b: int) -> None:
+        if self.ghost_size <= 0:
+            return
+        while len(self.ghost) >= self.ghost_size:
+            self.ghost.popitem(last=False)
+        self.ghost[b] = None
 
     def evict_n(self, acc, n: int, pinned: set[int]) -> list[int]:
         out: list[int] = []
@@ -40,6 +56,7 @@ class RandomComputeSmallQueue(RandomCompute):
                 if victim is not None:
                     del self.small[victim]
                     self._forget(victim)
+                    self._ghost_add(victim)
                     out.append(victim)
                     continue
             got = self.sample_evict(acc, n - len(out), pinned)
@@ -59,4 +76,5 @@ class RandomComputeSmallQueue(RandomCompute):
 def make(capacity: int, params: dict) -> RandomComputeSmallQueue:
     return RandomComputeSmallQueue(capacity, int(params["n-sample"]), int(params["evict-batch"]),
                                    int(params["seed"]), params["timestamp"] == "request",
-                                   float(params["small-size-ratio"]))
+                                   float(params["small-size-ratio"]),
+                                   float(params["ghost-size-ratio"]))
