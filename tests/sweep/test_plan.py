@@ -71,8 +71,8 @@ def test_cell_from_key_rejects_unknown_fields():
         Cell.from_key('{"trace":"/a","algo":"lru","capacity":1,"colour":"red"}')
 
 
-def test_plan_is_the_cross_product_in_a_stable_order(tmp_path):
-    os.chdir(tmp_path)
+def test_plan_is_the_cross_product_in_a_stable_order(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     cells = plan_cells(["a.jsonl", "b.jsonl", "a.jsonl"], [("lru", ""), ("fifo", "")], [2048, 1024, 2048],
                        ["uniform", "position"], pin=False)
     assert len(cells) == 2 * 2 * 2 * 2
