@@ -45,7 +45,7 @@ from shadow.connector.config import ShadowConfig, parse_extra_config
 from shadow.connector.metrics import (ShadowCollector, ShadowPromMetrics, ShadowStats,
                                       stats_delta, start_endpoint)
 from shadow.connector.worker import (ADMIT, PREEMPT, RELEASE, RESET, CACHE_FIELDS, Prediction,
-                                     ShadowWorker)
+                                     ShadowWorker, partial_tail_blocks)
 from shadow.errors import ShadowError
 
 if TYPE_CHECKING:
@@ -244,7 +244,8 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
                             continue
                         req, n_adm = st
                         n_full = max(req.num_tokens - 1, 0) // self.block_size
-                        self._worker.submit_control((PREEMPT, rid, req.block_hashes[n_adm:n_full]))
+                        self._worker.submit_control((PREEMPT, rid, req.block_hashes[n_adm:n_full],
+                                                     0))
             except Exception as exc:  # noqa: BLE001
                 self._error("build_connector_meta", exc)
         return _EMPTY_META
@@ -272,12 +273,15 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
             n_adm = st[1]
             # NOTE: vLLM caches a block once its tokens are computed; the last sampled token never
             # is, so the generated blocks are the hashed ones up to num_computed_tokens.
-            n_full = min(len(request.block_hashes), request.num_computed_tokens // self.block_size)
+            n_comp = request.num_computed_tokens
+            n_full = min(len(request.block_hashes), n_comp // self.block_size)
             decode = request.block_hashes[n_adm:n_full] if n_full > n_adm else []
             # NOTE: a release must follow its admission even when the queue is full, or the
             # shadow would keep the request's blocks pinned forever.
             self._worker.submit_control((RELEASE, rid, decode, request.num_output_tokens,
-                                         time.time(), request.num_prompt_tokens))
+                                         time.time(), request.num_prompt_tokens,
+                                         partial_tail_blocks(n_comp, max(n_full, n_adm),
+                                                            self.block_size)))
         except Exception as exc:  # noqa: BLE001
             self._error("request_finished", exc)
 

@@ -21,6 +21,7 @@ This module imports no vLLM.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -94,12 +95,57 @@ class _SimAdapter:
                         r.n_eviction, r.n_self_eviction])
         return out
 
+    def release(self, adm: Any, extra_ids: list[int], n_anon_final: int) -> None:
+        release_like_vllm(self.sim, adm, extra_ids, n_anon_final)
+
     def holds(self, block_id: int) -> bool:
         """Whether any shadow cache holds ``block_id`` (the interner keeps such ids)."""
         for r in self.runs:
             if r.policy.py_find(block_id) >= 0:
                 return True
         return False
+
+
+#: Placeholder ids (see :func:`release_like_vllm`) live far above any id the interner hands out.
+_FILLER_IDS = itertools.count(1 << 62)
+
+
+def release_like_vllm(sim: Any, adm: Any, extra_ids: Sequence[int], n_anon_final: int) -> None:
+    """``Simulator.release`` holding, while the generated blocks go in, what vLLM holds.
+
+    ``n_anon_final`` is the number of blocks vLLM holds for the request beyond its full, hashed
+    blocks when it finishes: 1 when ``ceil(num_computed_tokens / B)`` exceeds the full blocks
+    (the final partial block), else 0.  vLLM allocated that block during decode, so while the
+    shadow inserts the generated blocks it must keep a slot for it, or it evicts one block fewer
+    than the engine (the off-by-one-block mismatch of the first fidelity runs).
+
+    NOTE: ``Simulator.release`` keeps at most the admission's own reservation (``n_anonymous``);
+    a request whose prompt ended on a block boundary reserved none at admission.  For it the
+    missing slot is claimed by a placeholder block (an id no hash ever gets) inserted after the
+    generated blocks and removed right after the release, which is what vLLM does with a
+    partial block: allocated last, freed to the head of the free queue (reused first).
+    """
+    keep = min(int(n_anon_final), int(adm.n_anonymous))
+    missing = int(n_anon_final) - keep
+    if missing <= 0:
+        sim.release(adm, extra_block_ids=extra_ids, n_anonymous_final=keep)
+        return
+    fillers = [next(_FILLER_IDS) for _ in range(missing)]
+    sim.release(adm, extra_block_ids=list(extra_ids) + fillers, n_anonymous_final=keep)
+    for r in _runs_of(sim):
+        for f in fillers:
+            if r.policy.py_find(f) >= 0:
+                r.policy.py_remove(f)
+
+
+def partial_tail_blocks(num_computed_tokens: int, n_full_blocks: int, block_size: int) -> int:
+    """Blocks vLLM holds for a finished request beyond its ``n_full_blocks`` hashed ones (0/1).
+
+    NOTE: ``allocate_slots`` covers the tokens a step computes; the last sampled token is never
+    computed, so a request ends holding ``ceil(num_computed_tokens / B)`` blocks.  For a recorded
+    request ``num_computed_tokens = input_length + output_length - 1``.
+    """
+    return max(0, -(-int(num_computed_tokens) // int(block_size)) - int(n_full_blocks))
 
 
 def _runs_of(sim: Any) -> Sequence[Any]:
@@ -236,7 +282,7 @@ class ShadowWorker:
                preempted: bool, t_arrival_s: float) -> None:
         old = self.inflight.pop(req_id, None)
         if old is not None:  # a re-admission whose preemption we did not see: release first
-            self._sim.sim.release(old[0], extra_block_ids=[])
+            self._sim.release(old[0], [], 0)
         ids = self.interner.intern(hashes)
         b = self.block_size
         n_match = len(ids)
@@ -259,23 +305,23 @@ class ShadowWorker:
                 {k: int(adm.hits[i]) for i, k in enumerate(self.keys)}))
 
     def _release(self, req_id: str, decode_hashes: list, n_output: int, t_done_s: float,
-                 input_length: int) -> None:
+                 input_length: int, n_anon_final: int = 0) -> None:
         st = self.inflight.pop(req_id, None)
         if st is None:
             return  # never admitted (aborted while waiting) or reset meanwhile
         adm, ids, t_arrival_s, _num_tokens, _preempted = st
         dec = self.interner.intern(decode_hashes) if decode_hashes else []
-        self._sim.sim.release(adm, extra_block_ids=dec)
+        self._sim.release(adm, dec, n_anon_final)
         rec = self.recorder
         if rec is not None and rec.enabled:
             rec.write(t_arrival_s, t_done_s, input_length, n_output, ids + dec)
 
-    def _preempt(self, req_id: str, decode_hashes: list) -> None:
+    def _preempt(self, req_id: str, decode_hashes: list, n_anon_final: int = 0) -> None:
         st = self.inflight.pop(req_id, None)
         if st is None:
             return
         dec = self.interner.intern(decode_hashes) if decode_hashes else []
-        self._sim.sim.release(st[0], extra_block_ids=dec)
+        self._sim.release(st[0], dec, n_anon_final)
 
     def _reset(self) -> None:
         """Empty every shadow cache (vLLM's reset_prefix_cache with reset_external)."""

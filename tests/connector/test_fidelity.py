@@ -68,7 +68,9 @@ def test_shadow_vllm_policy_reproduces_engine_hits(tmp_path):
         cap = conn.cfg.engine_blocks
         assert cap == NUM_BLOCKS - 1
         key = f"vllm|{cap}"
-        for kind, k, new, max_tokens in _workload():
+        pool = _engine_block_pool(llm)
+        state_diffs = []
+        for i, (kind, k, new, max_tokens) in enumerate(_workload()):
             if kind == "turn":
                 prompt = conversations.get(k, random_token_ids(50, seed=500 + k)) + new
             else:
@@ -80,6 +82,11 @@ def test_shadow_vllm_policy_reproduces_engine_hits(tmp_path):
                 conversations[k] = prompt + list(out.outputs[0].token_ids)
             engine_hits.append(out.num_cached_tokens)
             lengths.append(len(prompt))
+            if pool is not None:
+                assert conn.flush()
+                diff = _compare_state(pool, conn, key)
+                if diff:
+                    state_diffs.append((i, diff))
         assert conn.flush()
         preds = conn.predictions()
         payload = conn.cumulative_payload()
@@ -88,6 +95,9 @@ def test_shadow_vllm_policy_reproduces_engine_hits(tmp_path):
     mismatches = [(i, n, e, s) for i, (n, e, s) in enumerate(zip(lengths, engine_hits,
                                                                   shadow_hits)) if e != s]
     assert not mismatches, f"(request, prompt tokens, engine hit, shadow hit): {mismatches}"
+    # Stronger than equal hits: after every request the shadow holds exactly the engine's cached
+    # blocks, in the engine's eviction order (read from vLLM 0.32's block pool when reachable).
+    assert not state_diffs, state_diffs[:3]
     for p, n, e in zip(preds, lengths, engine_hits):
         assert p.engine_hit_tokens == e and p.num_tokens == n
         assert p.prefix_hit_tokens[key] <= (n - 1) // BLOCK_SIZE * BLOCK_SIZE
@@ -112,13 +122,48 @@ def test_shadow_vllm_policy_reproduces_engine_hits(tmp_path):
     assert replayed == shadow_hits
 
 
+def _engine_block_pool(llm):
+    """vLLM's BlockPool of an in-process engine, or None where this vLLM lays it out otherwise."""
+    try:
+        return llm.llm_engine.engine_core.engine_core.scheduler.kv_cache_manager.block_pool
+    except AttributeError:
+        return None
+
+
+def _compare_state(pool, conn, key: str) -> str:
+    """'' when the shadow cache ``key`` holds the engine's cached blocks in its free-queue order.
+
+    Engine side: the hashes in ``cached_block_hash_to_block`` (a key is the hash + 4 bytes of
+    group id) and the hashed blocks of the free queue from the next victim on; shadow side: the
+    resident ids and ``VLLM.free_queue()``, both mapped to hashes through the connector's interner.
+    """
+    worker = conn._worker
+    run = worker._sim.runs[list(conn.cache_keys).index(key)]
+    h2id = dict(worker.interner._old)
+    h2id.update(worker.interner._cur)
+    engine_ids = {h2id.get(k[:-4], -1) for k in pool.cached_block_hash_to_block._cache}
+    engine_queue = [h2id.get(b.block_hash[:-4], -1)
+                    for b in pool.free_block_queue.get_all_free_blocks()
+                    if b.block_hash is not None]
+    shadow_ids = set(run.policy.resident_ids())
+    shadow_queue = run.policy.free_queue()
+    if engine_ids != shadow_ids:
+        return (f"cached blocks differ: engine only {sorted(engine_ids - shadow_ids)}, "
+                f"shadow only {sorted(shadow_ids - engine_ids)}")
+    if engine_queue != shadow_queue:
+        return f"eviction order differs: engine {engine_queue}, shadow {shadow_queue}"
+    return ""
+
+
 def replay_like_vllm(path: str, capacity: int) -> list[int]:
     """Replay a recording with the simulator's live API, matching as vLLM does.
 
     NOTE: a request's blocks are its full prompt blocks then its generated blocks; the first
     floor(input_length / B) are the prompt (admitted, looked up up to floor((N-1)/B)), the rest
-    are inserted when it finishes.  Requests are replayed in completion order, one at a time.
+    are inserted when it finishes, with the final partial block held meanwhile (as the live
+    shadow does).  Requests are replayed in completion order, one at a time.
     """
+    from shadow.connector.worker import partial_tail_blocks, release_like_vllm
     from shadow.sim import CacheSpec, Simulator
     from shadow.trace import open_trace
 
@@ -132,12 +177,15 @@ def replay_like_vllm(path: str, capacity: int) -> list[int]:
             for i in range(batch.n_requests):
                 rec = batch.records[i]
                 ids = np.asarray(batch.request_blocks(i))
-                order.append((int(rec["start_time_us"]), int(rec["input_length"]), ids))
+                order.append((int(rec["start_time_us"]), int(rec["input_length"]),
+                              int(rec["output_length"]), ids))
     # NOTE: convert sorts by completion time; sequential requests keep their order either way
-    for _t, n, ids in order:
+    for _t, n, m, ids in order:
         n_prompt = min(len(ids), n // b)
         adm = sim.admit(ids[:n_prompt].tolist(), n_match=max(n - 1, 0) // b,
                         n_anonymous=1 if n % b else 0)
         hits.append(adm.prefix_hits[0] * b)
-        sim.release(adm, extra_block_ids=ids[n_prompt:].tolist())
+        # NOTE: the engine computed n + m - 1 tokens (never the last sampled one)
+        release_like_vllm(sim, adm, ids[n_prompt:].tolist(),
+                          partial_tail_blocks(n + m - 1, len(ids), b))
     return hits

@@ -1,0 +1,99 @@
+"""kv_connector_extra_config validation: defaults that work with nothing given, and one clear
+line naming the key for every bad value (raised at start-up, never in the serving loop)."""
+
+from __future__ import annotations
+
+import pytest
+
+from shadow.connector.config import (DEFAULT_CAPACITY_FACTORS, PolicySpec, parse_extra_config)
+from shadow.errors import ShadowError
+
+
+def parse(extra=None, **kw):
+    kw.setdefault("block_size", 32)
+    kw.setdefault("engine_blocks", 100)
+    return parse_extra_config(extra, **kw)
+
+
+def test_defaults_need_no_configuration():
+    cfg = parse(None)
+    assert cfg.block_size == 32 and cfg.engine_blocks == 100
+    assert cfg.capacities == tuple(int(round(100 * f)) for f in DEFAULT_CAPACITY_FACTORS)
+    assert cfg.policies[0] == PolicySpec("vllm")  # the fidelity policy comes first
+    assert {p.name for p in cfg.policies} <= {"vllm", "lru", "s3fifo", "arc", "sieve"}
+    assert cfg.record_dir is None and cfg.metrics_port is None and cfg.enabled
+    assert cfg.match == "vllm" and cfg.pin and cfg.metrics_host == "127.0.0.1"
+    assert len(cfg.caches) == len(cfg.policies) * len(cfg.capacities)
+
+
+def test_capacities_factors_and_absolute_collapse_sorted():
+    cfg = parse({"capacity_factors": [1, 0.5], "capacities": [50, 7, "300"]})
+    assert cfg.capacities == (7, 50, 100, 300)
+    cfg = parse({"capacity_factors": "1", "capacities": []}, engine_blocks=27)
+    assert cfg.capacities == (27,)
+
+
+def test_policies_with_parameters(tmp_path):
+    cfg = parse({"policies": "vllm;s3fifo:small-size-ratio=0.2", "cost_model": "uniform",
+                 "record_dir": str(tmp_path / "rec"), "segment_max_bytes": "64MiB",
+                 "segment_max_seconds": 60, "metrics_port": 0, "queue_size": "16",
+                 "id_horizon_s": 30, "engine_id": "east-1", "dp_rank": 2, "pin": "false"})
+    assert cfg.policies == (PolicySpec("vllm"), PolicySpec("s3fifo", "small-size-ratio=0.2"))
+    assert cfg.policies[1].label == "s3fifo(small-size-ratio=0.2)"
+    assert cfg.segment_max_bytes == 64 << 20 and cfg.segment_max_seconds == 60.0
+    assert cfg.record_dir == str(tmp_path / "rec") and cfg.queue_size == 16
+    assert cfg.engine_id == "east-1" and cfg.dp_rank == 2 and cfg.pin is False
+    assert parse({"policies": [{"name": "lru"}, {"name": "s3fifo",
+                                                 "params": {"small-size-ratio": 0.3}}]}
+                 ).policies[1].params == "small-size-ratio=0.3"
+
+
+@pytest.mark.parametrize("extra, where, what", [
+    ({"polices": ["lru"]}, "kv_connector_extra_config.polices", "unknown key"),
+    ({"policies": []}, "kv_connector_extra_config.policies", "is empty"),
+    ({"policies": ["lru", "nosuch"]}, "kv_connector_extra_config.policies[1]", "unknown policy"),
+    ({"policies": ["belady"]}, "kv_connector_extra_config.policies[0]", "needs the future"),
+    ({"policies": ["lru", "lru"]}, "kv_connector_extra_config.policies[1]", "listed twice"),
+    ({"policies": ["s3fifo:small-size-ratio=abc"]}, "kv_connector_extra_config.policies[0]",
+     "small-size-ratio"),
+    ({"capacities": [10, -1]}, "kv_connector_extra_config.capacities[1]", "must be >= 1"),
+    ({"capacities": [1.5]}, "kv_connector_extra_config.capacities[0]", "expected an integer"),
+    ({"capacity_factors": [0]}, "kv_connector_extra_config.capacity_factors[0]", "must be > 0"),
+    ({"capacity_factors": ["x"]}, "kv_connector_extra_config.capacity_factors[0]",
+     "expected a number"),
+    ({"capacity_factors": [], "capacities": []}, "kv_connector_extra_config.capacities",
+     "no capacity left"),
+    ({"cost_model": "nosuch"}, "kv_connector_extra_config.cost_model", "nosuch"),
+    ({"match": "longest"}, "kv_connector_extra_config.match", "unknown match mode"),
+    ({"segment_max_bytes": "12XB"}, "kv_connector_extra_config.segment_max_bytes",
+     "byte count"),
+    ({"segment_max_bytes": 100}, "kv_connector_extra_config.segment_max_bytes", "at least 4096"),
+    ({"segment_max_seconds": 0}, "kv_connector_extra_config.segment_max_seconds", "> 0"),
+    ({"metrics_port": 70000}, "kv_connector_extra_config.metrics_port", "<= 65535"),
+    ({"metrics_host": ""}, "kv_connector_extra_config.metrics_host", "host"),
+    ({"queue_size": 0}, "kv_connector_extra_config.queue_size", ">= 1"),
+    ({"id_horizon_s": "soon"}, "kv_connector_extra_config.id_horizon_s", "expected a number"),
+    ({"pin": "maybe"}, "kv_connector_extra_config.pin", "true or false"),
+    ({"record_dir": ""}, "kv_connector_extra_config.record_dir", "directory path"),
+])
+def test_bad_values_name_the_key(extra, where, what):
+    with pytest.raises(ShadowError) as ei:
+        parse(extra)
+    msg = str(ei.value)
+    assert msg.startswith(where + ":"), msg
+    assert what in msg
+    assert "\n" not in msg
+
+
+def test_record_dir_that_is_a_file(tmp_path):
+    f = tmp_path / "afile"
+    f.write_text("x")
+    with pytest.raises(ShadowError, match=r"record_dir: .*afile exists and is not a directory"):
+        parse({"record_dir": str(f)})
+
+
+def test_engine_facts_are_checked():
+    with pytest.raises(ShadowError, match="block size"):
+        parse(None, block_size=0)
+    with pytest.raises(ShadowError, match="0 KV blocks"):
+        parse(None, engine_blocks=0)
