@@ -32,6 +32,7 @@ POLICIES: dict[str, str] = {
     "random_compute": "shadow.sim.policies.random_compute",
     "random_compute_small_queue": "shadow.sim.policies.random_compute_small_queue",
     "partial_node_random_compute": "shadow.sim.policies.partial_node_random_compute",
+    "partial_node_random_freq": "shadow.sim.policies.partial_node_random_freq",
     "vllm": "shadow.sim.policies.vllm",
 }
 
