@@ -16,7 +16,8 @@ from shadow.sweep.plan import Cell
 def run_cell(cell: Cell) -> str:
     """Simulate ``cell`` and return the simulator's RESULT line(s) for it."""
     # NOTE: imported here so the driver (and `shadow sweep --help`) never loads the extensions.
-    from shadow.sim import CacheSpec, Simulator
+    from shadow.sim.oracle import attach_next_access
+    from shadow.sim.simulator import CacheSpec, Simulator, prefetched
     from shadow.trace import open_trace
 
     if not os.path.isfile(cell.trace):
@@ -31,7 +32,11 @@ def run_cell(cell: Cell) -> str:
             raise ShadowError(f"{cell.trace}: the trace has no next-access times, which {cell.algo} "
                               f"needs (convert it with `shadow convert`)")
         try:
-            for batch in tr:
+            if sim.needs_next_access:
+                # NOTE: as `shadow simulate`: an oracle smaller than the largest request plans
+                # without the requests it skips (a pre-pass over the trace, only then).
+                attach_next_access(sim, tr)
+            for batch in prefetched(tr):
                 sim.feed(batch)
         except BaseException:
             sim.abort()
