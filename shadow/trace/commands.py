@@ -46,8 +46,9 @@ def _progress(length: int | None, label: str) -> Iterator:
 @click.option("--block-size", "block_size", type=click.IntRange(min=1), default=None,
               help="Tokens per block to record in the header (default: inferred from"
                    " input_length and the number of hash_ids).")
-@click.option("--level", type=click.IntRange(1, 19), default=3, show_default=True,
-              help="zstd compression level for a .zst output.")
+@click.option("--level", type=click.IntRange(1, 19), default=1, show_default=True,
+              help="zstd compression level for a .zst output (1: half the CPU time of 3,"
+                   " ~4% larger).")
 def convert(paths: tuple[str, ...], block_id: str, allow_truncated: bool, time_unit: str,
             block_size: int | None, level: int) -> None:
     """Convert traces: IN... OUT.

@@ -33,7 +33,7 @@ import numpy as np
 import orjson
 
 from shadow.errors import ShadowError
-from shadow.trace import _lcp
+from shadow.trace import _lcp, _scan
 from shadow.trace.annotate import TraceArrays
 from shadow.trace.batch import Batch
 from shadow.trace.format import MAX_TYPES, RECORD_DTYPE
@@ -41,89 +41,105 @@ from shadow.trace.header import LcpHeader
 
 logger = logging.getLogger(__name__)
 
-CHUNK_LINES = 1 << 15
+CHUNK_LINES = 1 << 15       # request rows per flush
+CHUNK_IDS = 1 << 20         # raw ids per flush (a longer line grows the array)
+READ_BYTES = 1 << 22        # bytes read from the file at a time
 TIME_UNITS = {"s": 1_000_000, "ms": 1_000, "us": 1}
 _INT_FIELDS = ("chat_id", "parent_chat_id", "session_id", "input_length", "output_length", "turn")
+_INT_COLS = (_scan.COL_CHAT, _scan.COL_PARENT, _scan.COL_SESSION, _scan.COL_INPUT,
+             _scan.COL_OUTPUT, _scan.COL_TURN)
 _INT_DEFAULT = {"chat_id": -1, "parent_chat_id": -1, "session_id": -1, "input_length": 0,
                 "output_length": 0, "turn": 0}
 _INT_RANGE = {"chat_id": (-(1 << 63), (1 << 63) - 1), "parent_chat_id": (-(1 << 63), (1 << 63) - 1),
               "session_id": (-(1 << 63), (1 << 63) - 1), "input_length": (0, (1 << 32) - 1),
               "output_length": (0, (1 << 32) - 1), "turn": (0, (1 << 16) - 1)}
 _BLOCK_SIZES = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
-
-
-class _Chunk:
-    """Per-request fields of up to CHUNK_LINES lines, as Python lists."""
-
-    def __init__(self, first_line: int) -> None:
-        self.first_line = first_line
-        self.lines: list[int] = []
-        self.ids: list[Any] = []
-        self.nb: list[int] = []
-        self.ts: list[Any] = []
-        self.ts_arr: list[Any] = []
-        self.ints: dict[str, list[Any]] = {k: [] for k in _INT_FIELDS}
-        self.users: list[int] = []
-        self.types: list[int] = []
+_U64 = (1 << 64) - 1
 
 
 def _bad(path: str, line: int, what: str) -> ShadowError:
     return ShadowError(f"{path}:{line}: {what}")
 
 
-def _locate_bad_ids(path: str, chunk: _Chunk) -> ShadowError:
-    k = 0
-    for line, nb in zip(chunk.lines, chunk.nb):
-        for v in chunk.ids[k:k + nb]:
-            if type(v) is not int:
-                return _bad(path, line, f"hash_ids holds {v!r} ({type(v).__name__}); expected"
-                                        " integers")
-            if not -(1 << 63) <= v < (1 << 64):
-                return _bad(path, line, f"hash_ids value {v} does not fit 64 bits")
-        k += nb
-    return _bad(path, chunk.lines[0], "hash_ids mixes negative values and values >= 2**63")
+def _time_value(path: str, line: int, name: str, v: Any) -> tuple[float, bool]:
+    """A timestamp as float (NaN = missing) and whether it was a JSON float."""
+    if v is None:
+        return math.nan, False
+    if type(v) is int:
+        return float(v), False
+    if type(v) is float and math.isfinite(v):
+        return v, True
+    raise _bad(path, line, f"{name} is {v!r}; expected a number")
 
 
-def _int_array(path: str, chunk: _Chunk, name: str, values: list[Any]) -> np.ndarray:
-    arr = np.asarray(values)
-    lo, hi = _INT_RANGE[name]
-    if arr.dtype.kind in "iu" and arr.ndim == 1:
-        if arr.shape[0] and (int(arr.min()) < lo or int(arr.max()) > hi):
-            pass  # fall through to the per-line check for the message
-        else:
-            return arr.astype(np.int64)
-    for line, v in zip(chunk.lines, values):
+def _slow_line(path: str, raw: bytes, line: int, users: dict, types: dict
+               ) -> tuple[list[int], list[int], tuple[float, float], bool, bool] | None:
+    """One line the scanner left to orjson: ``(raw ids as int64 patterns, row, (ts, arrival),
+    timestamp was a float, has chat_id)``, None for a blank line; bad input raises."""
+    try:
+        d = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        if not raw.strip():
+            return None
+        raise _bad(path, line, f"invalid JSON ({exc})") from None
+    if type(d) is not dict:
+        raise _bad(path, line, f"expected a JSON object, got {type(d).__name__}")
+    h = d.get("hash_ids")
+    if type(h) is not list:
+        raise _bad(path, line, "missing hash_ids" if h is None else
+                   f"hash_ids is {type(h).__name__}; expected a list of integers")
+    ids = []
+    for v in h:
         if type(v) is not int:
-            raise _bad(path, line, f"{name} is {v!r}; expected an integer")
-        if not lo <= v <= hi:
-            raise _bad(path, line, f"{name} {v} out of range [{lo}, {hi}]")
-    raise _bad(path, chunk.lines[0], f"bad {name} values")  # pragma: no cover
-
-
-def _time_array(path: str, chunk: _Chunk, name: str, values: list[Any]) -> tuple[np.ndarray, bool]:
-    """Timestamps as float64 (NaN = missing) plus whether every one was a JSON integer."""
-    arr = np.asarray(values)
-    if arr.ndim == 1 and arr.dtype.kind in "iu":
-        return arr.astype(np.float64), True
-    if arr.ndim == 1 and arr.dtype.kind == "f" and not np.isinf(arr).any():
-        return arr, False
-    out = np.empty(len(values), dtype=np.float64)
-    all_int = True
-    for i, (line, v) in enumerate(zip(chunk.lines, values)):
+            raise _bad(path, line, f"hash_ids holds {v!r} ({type(v).__name__}); expected"
+                                   " integers")
+        if not -(1 << 63) <= v <= _U64:
+            raise _bad(path, line, f"hash_ids value {v} does not fit 64 bits")
+        ids.append(v - (1 << 64) if v >= (1 << 63) else v)  # the 64-bit pattern as int64
+    ts, ts_float = _time_value(path, line, "timestamp", d.get("timestamp"))
+    tsa, _ = _time_value(path, line, "timestamp_arrival", d.get("timestamp_arrival"))
+    row = [line, len(ids)] + [0] * (_scan.N_COLS - 2)
+    for k, col in zip(_INT_FIELDS, _INT_COLS):
+        v = d.get(k)
         if v is None:
-            out[i] = math.nan
-        elif type(v) is int:
-            out[i] = v
-        elif type(v) is float and math.isfinite(v):
-            out[i] = v
-            all_int = False
-        else:
-            raise _bad(path, line, f"{name} is {v!r}; expected a number")
-    return out, all_int
+            v = _INT_DEFAULT[k]
+        elif type(v) is not int:
+            raise _bad(path, line, f"{k} is {v!r}; expected an integer")
+        lo, hi = _INT_RANGE[k]
+        if not lo <= v <= hi:
+            raise _bad(path, line, f"{k} {v} out of range [{lo}, {hi}]")
+        row[col] = v
+    u = d.get("user_id")
+    if u is not None:
+        if type(u) not in (int, str):
+            raise _bad(path, line, f"user_id is {u!r}; expected an integer or string")
+        uid = users.get(u)
+        if uid is None:
+            uid = users[u] = len(users) + 1
+        row[_scan.COL_USER] = uid
+    t = d.get("type")
+    if t is not None:
+        if type(t) not in (int, str):
+            raise _bad(path, line, f"type is {t!r}; expected a string")
+        name = str(t)
+        tid = types.get(name)
+        if tid is None:
+            if len(types) >= MAX_TYPES:
+                raise _bad(path, line, f"more than {MAX_TYPES} request types")
+            if len(name.encode("utf-8")) > 32:
+                raise _bad(path, line, f"type name {name!r} is longer than 32 bytes")
+            tid = types[name] = len(types) + 1
+        row[_scan.COL_TYPE] = tid
+    return ids, row, (ts, tsa), ts_float, "chat_id" in d
 
 
 class JsonlReader:
-    """Parse a JSONL trace into :class:`TraceArrays` (ids interned, not yet sorted/annotated)."""
+    """Parse a JSONL trace into :class:`TraceArrays` (ids interned, not yet sorted/annotated).
+
+    Lines go through the Cython scanner (:mod:`shadow.trace._scan`) into fixed-size row and id
+    arrays; a line it does not take is parsed by orjson (:func:`_slow_line`), which also words
+    every error.  Full arrays are flushed: ids interned into a new exact-size array, rows copied.
+    """
 
     def __init__(self, path: str, *, block_id: str = "prefix", time_unit: str = "auto",
                  block_size_tokens: int | None = None,
@@ -139,142 +155,128 @@ class JsonlReader:
         self.progress = progress
         self.n_multi_parent = 0
         self.resolved_time_unit = time_unit
+        self.n_slow_lines = 0
 
     def read(self) -> TraceArrays:
         path = self.path
-        table = _lcp.InternTable(1 << 16, self.block_id == "raw")
+        prefix = self.block_id == "prefix"
+        # NOTE: sized for one unique block per 32 bytes of JSONL (Mooncake-like traces hold
+        # ~11 bytes per access, half of them unique): that saves most doublings, and even a
+        # trace with no reuse at 20+ bytes per id stays within 32 bytes per access.
+        table = _lcp.InternTable(max(1 << 16, os.path.getsize(path) // 32), not prefix)
         id_chunks: list[np.ndarray] = []
-        len_chunks: list[np.ndarray] = []
-        ts_chunks: list[np.ndarray] = []
-        tsa_chunks: list[np.ndarray] = []
-        int_chunks: dict[str, list[np.ndarray]] = {k: [] for k in _INT_FIELDS}
-        user_chunks: list[np.ndarray] = []
-        type_chunks: list[np.ndarray] = []
+        row_chunks: list[np.ndarray] = []
+        time_chunks: list[np.ndarray] = []
         users: dict[Any, int] = {}
         types: dict[str, int] = {}
-        all_int = True
+        rows = np.empty((CHUNK_LINES, _scan.N_COLS), dtype=np.int64)
+        times = np.empty((CHUNK_LINES, 2), dtype=np.float64)
+        ids = np.empty(CHUNK_IDS, dtype=np.int64)
+        n_rows = n_ids = 0
+        n_float = 0
         has_chat = False
-        ts_max = -math.inf
 
-        def flush(ch: _Chunk) -> None:
-            nonlocal all_int, ts_max
-            if not ch.lines:
+        def flush() -> None:
+            nonlocal n_rows, n_ids
+            if not n_rows:
                 return
+            offs = np.zeros(n_rows + 1, dtype=np.int64)
+            np.cumsum(rows[:n_rows, _scan.COL_NB], out=offs[1:])
+            out = np.empty(n_ids, dtype=np.int64)
             try:
-                ids = np.asarray(ch.ids)
-            except (ValueError, OverflowError, TypeError):
-                raise _locate_bad_ids(path, ch) from None
-            if ids.shape[0] == 0:
-                ids = np.zeros(0, dtype=np.int64)
-            if ids.ndim != 1 or ids.dtype.kind not in "iu" or ids.dtype.itemsize != 8:
-                if ids.ndim == 1 and ids.dtype.kind in "iu":
-                    ids = ids.astype(np.int64)
-                else:
-                    raise _locate_bad_ids(path, ch)
-            ids = ids.view(np.int64)
-            lengths = np.asarray(ch.nb, dtype=np.int64)
-            offs = np.zeros(lengths.shape[0] + 1, dtype=np.int64)
-            np.cumsum(lengths, out=offs[1:])
-            try:
-                table.intern_requests(ids.view(np.uint64), offs, ids, self.block_id == "prefix")
+                table.intern_requests(ids[:n_ids].view(np.uint64), offs, out, prefix)
             except MemoryError:
                 raise ShadowError(f"{path}: out of memory interning block ids") from None
-            id_chunks.append(ids)
-            len_chunks.append(lengths)
-            ts, ints_only = _time_array(path, ch, "timestamp", ch.ts)
-            all_int = all_int and ints_only
-            if ts.shape[0] and not np.isnan(ts).all():
-                ts_max = max(ts_max, float(np.nanmax(ts)))
-            ts_chunks.append(ts)
-            tsa, ints_only = _time_array(path, ch, "timestamp_arrival", ch.ts_arr)
-            tsa_chunks.append(tsa)
-            for k in _INT_FIELDS:
-                int_chunks[k].append(_int_array(path, ch, k, ch.ints[k]))
-            user_chunks.append(np.asarray(ch.users, dtype=np.int64))
-            type_chunks.append(np.asarray(ch.types, dtype=np.int64))
+            except OverflowError as exc:
+                raise ShadowError(f"{path}:{int(rows[n_rows - 1, _scan.COL_LINENO])}: {exc}"
+                                  " (the most the converter supports)") from None
+            id_chunks.append(out)
+            row_chunks.append(rows[:n_rows].copy())
+            time_chunks.append(times[:n_rows].copy())
+            n_rows = n_ids = 0
 
-        loads = orjson.loads
-        ch = _Chunk(1)
+        scan = _scan.scan
         with open(path, "rb") as f:
-            lineno = 0
-            for raw in f:
-                lineno += 1
-                try:
-                    d = loads(raw)
-                except orjson.JSONDecodeError as exc:
-                    if not raw.strip():
+            buf = b""
+            pos = 0
+            lineno = 1
+            eof = False
+            while True:
+                st, pos, lineno, n_rows, n_ids, nf, hc = scan(
+                    buf, pos, len(buf), eof, lineno, rows, times, n_rows, ids, n_ids, users,
+                    types, MAX_TYPES)
+                n_float += nf
+                has_chat = has_chat or hc
+                if st == _scan.SCAN_SLOW:
+                    e = buf.find(b"\n", pos)
+                    if e >= 0 or eof:
+                        e = len(buf) if e < 0 else e
+                        got = _slow_line(path, buf[pos:e], lineno, users, types)
+                        self.n_slow_lines += 1
+                        if got is not None:
+                            line_ids, row, tt, ts_float, chat = got
+                            if n_rows >= CHUNK_LINES or n_ids + len(line_ids) > ids.shape[0]:
+                                flush()
+                            if len(line_ids) > ids.shape[0]:
+                                ids = np.empty(len(line_ids), dtype=np.int64)
+                            rows[n_rows] = row
+                            times[n_rows] = tt
+                            ids[n_ids:n_ids + len(line_ids)] = line_ids
+                            n_rows += 1
+                            n_ids += len(line_ids)
+                            n_float += ts_float
+                            has_chat = has_chat or chat
+                        lineno += 1
+                        pos = e + 1
                         continue
-                    raise _bad(path, lineno, f"invalid JSON ({exc})") from None
-                if type(d) is not dict:
-                    raise _bad(path, lineno, f"expected a JSON object, got {type(d).__name__}")
-                h = d.get("hash_ids")
-                if type(h) is not list:
-                    raise _bad(path, lineno, "missing hash_ids" if h is None else
-                               f"hash_ids is {type(h).__name__}; expected a list of integers")
-                ch.lines.append(lineno)
-                ch.ids += h
-                ch.nb.append(len(h))
-                ch.ts.append(d.get("timestamp"))
-                ch.ts_arr.append(d.get("timestamp_arrival"))
-                ints = ch.ints
-                for k in _INT_FIELDS:
-                    v = d.get(k)
-                    ints[k].append(_INT_DEFAULT[k] if v is None else v)
-                if "chat_id" in d:
-                    has_chat = True
-                u = d.get("user_id")
-                if u is None:
-                    ch.users.append(0)
-                else:
-                    if type(u) not in (int, str):
-                        raise _bad(path, lineno, f"user_id is {u!r}; expected an integer or string")
-                    uid = users.get(u)
-                    if uid is None:
-                        uid = users[u] = len(users) + 1
-                    ch.users.append(uid)
-                t = d.get("type")
-                if t is None:
-                    ch.types.append(0)
-                else:
-                    if type(t) not in (int, str):
-                        raise _bad(path, lineno, f"type is {t!r}; expected a string")
-                    name = str(t)
-                    tid = types.get(name)
-                    if tid is None:
-                        if len(types) >= MAX_TYPES:
-                            raise _bad(path, lineno, f"more than {MAX_TYPES} request types")
-                        if len(name.encode("utf-8")) > 32:
-                            raise _bad(path, lineno, f"type name {name!r} is longer than 32"
-                                                     " bytes")
-                        tid = types[name] = len(types) + 1
-                    ch.types.append(tid)
-                if len(ch.lines) >= CHUNK_LINES:
-                    flush(ch)
+                    st = _scan.SCAN_NEED_INPUT  # the line goes on past the buffer
+                if st == _scan.SCAN_NEED_INPUT:
+                    if eof:
+                        break
+                    data = f.read(READ_BYTES)
+                    eof = not data
+                    buf = buf[pos:] + data
+                    pos = 0
                     if self.progress:
                         self.progress(f.tell())
-                    ch = _Chunk(lineno + 1)
-            flush(ch)
+                elif st == _scan.SCAN_ROWS_FULL:
+                    flush()
+                elif st == _scan.SCAN_IDS_FULL:
+                    if n_ids == 0:  # one line longer than the array: grow it
+                        ids = np.empty(2 * ids.shape[0], dtype=np.int64)
+                    else:
+                        flush()
+            flush()
         if not id_chunks:
             raise ShadowError(f"{path}: no requests (empty JSONL trace)")
         self.n_multi_parent = table.n_multi_parent
         table.release()
-        del table
+        del table, rows, times
+        if self.n_slow_lines:
+            logger.debug("%s: %d lines parsed by orjson (not the fast scanner)", path,
+                         self.n_slow_lines)
 
         ids = np.concatenate(id_chunks) if len(id_chunks) > 1 else id_chunks[0]
         id_chunks.clear()
-        lengths = np.concatenate(len_chunks)
+        rows = np.concatenate(row_chunks) if len(row_chunks) > 1 else row_chunks[0]
+        row_chunks.clear()
+        lengths = rows[:, _scan.COL_NB].copy()
         n = lengths.shape[0]
         offsets = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
         rec = np.zeros(n, dtype=RECORD_DTYPE)
         rec["n_blocks"] = lengths
-        for k in _INT_FIELDS:
-            rec[k] = np.concatenate(int_chunks[k])
-        rec["user_id"] = np.concatenate(user_chunks)
-        rec["type_id"] = np.concatenate(type_chunks)
+        for k, col in zip(_INT_FIELDS, _INT_COLS):
+            rec[k] = rows[:, col]
+        rec["user_id"] = rows[:, _scan.COL_USER]
+        rec["type_id"] = rows[:, _scan.COL_TYPE]
+        tt = np.concatenate(time_chunks) if len(time_chunks) > 1 else time_chunks[0]
+        time_chunks.clear()
+        ts_col = tt[:, _scan.TCOL_TS]
+        ts_max = float(np.nanmax(ts_col)) if not np.isnan(ts_col).all() else -math.inf
         unit = self.time_unit
         if unit == "auto":
-            if not all_int:
+            if n_float:
                 unit = "s"
             elif has_chat and ts_max < 100_000:
                 unit = "s"
@@ -283,12 +285,14 @@ class JsonlReader:
             logger.info("%s: timestamps read as %s (--time-unit auto)", path, unit)
         self.resolved_time_unit = unit
         mult = TIME_UNITS[unit]
-        for name, chunks in (("complete_time_us", ts_chunks), ("start_time_us", tsa_chunks)):
-            t = np.concatenate(chunks)
+        for name, col in (("complete_time_us", _scan.TCOL_TS),
+                          ("start_time_us", _scan.TCOL_ARRIVAL)):
+            t = tt[:, col]
             us = np.full(n, -1, dtype=np.int64)
             ok = ~np.isnan(t)
             us[ok] = np.rint(t[ok] * mult).astype(np.int64)
             rec[name] = us
+        del tt, rows
         rec["session_next_req"] = -1
         bs = self.block_size_tokens
         if bs is None:
