@@ -50,6 +50,7 @@ def parse_requests(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end,
     cdef uint64_t ubid
     cdef int status = S_NEED_INPUT
     cdef int64_t detail = 0
+    cdef uint64_t id_limit = <uint64_t>max_id if max_id > 0 else (<uint64_t>1 << 63) - 1
     with nogil:
         while True:
             if end - pos < RECORD_SIZE:
@@ -70,22 +71,30 @@ def parse_requests(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end,
             memcpy(&rec_out[n_req * RECORD_SIZE], &buf[pos], RECORD_SIZE)
             k = pos + RECORD_SIZE
             run = 0
-            for j in range(n_ent, n_ent + nb):
-                memcpy(&ubid, &buf[k], 8)
-                bid = <int64_t>ubid
-                if bid <= 0 or (max_id > 0 and bid > max_id):
-                    status = S_BAD_ID
-                    break
-                ids[j] = bid
-                if has_next:
+            # NOTE: two loops so the hot one has no flag test; a valid id is 1..id_limit, one
+            # unsigned compare (0 wraps to the top)
+            if has_next:
+                for j in range(n_ent, n_ent + nb):
+                    memcpy(&ubid, &buf[k], 8)
                     memcpy(&delta, &buf[k + 8], 8)
+                    if ubid - 1 >= id_limit:
+                        status = S_BAD_ID
+                        break
+                    ids[j] = <int64_t>ubid
                     run += delta
                     nxt[j] = run
-                else:
+                    k += ENTRY_SIZE
+            else:
+                for j in range(n_ent, n_ent + nb):
+                    memcpy(&ubid, &buf[k], 8)
+                    if ubid - 1 >= id_limit:
+                        status = S_BAD_ID
+                        break
+                    ids[j] = <int64_t>ubid
                     nxt[j] = -1
-                k += ENTRY_SIZE
+                    k += ENTRY_SIZE
             if status == S_BAD_ID:
-                detail = bid
+                detail = <int64_t>ubid
                 break
             n_ent += nb
             n_req += 1

@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -176,27 +177,42 @@ class JsonlReader:
         n_float = 0
         has_chat = False
 
+        spare = np.empty(CHUNK_IDS, dtype=np.int64)
+        pending: list[Future] = []
+
+        def intern(raw: np.ndarray, offs: np.ndarray, out: np.ndarray, last_line: int) -> None:
+            try:
+                table.intern_requests(raw.view(np.uint64), offs, out, prefix)
+            except MemoryError:
+                raise ShadowError(f"{path}: out of memory interning block ids") from None
+            except OverflowError as exc:
+                raise ShadowError(f"{path}:{last_line}: {exc} (the most the converter"
+                                  " supports)") from None
+
+        def wait() -> None:
+            while pending:
+                pending.pop().result()
+
         def flush() -> None:
-            nonlocal n_rows, n_ids
+            # NOTE: the chunk is interned in the worker thread (the table releases the GIL)
+            # while this thread scans the next one into the spare id array; one chunk in flight.
+            nonlocal n_rows, n_ids, ids, spare
             if not n_rows:
                 return
             offs = np.zeros(n_rows + 1, dtype=np.int64)
             np.cumsum(rows[:n_rows, _scan.COL_NB], out=offs[1:])
             out = np.empty(n_ids, dtype=np.int64)
-            try:
-                table.intern_requests(ids[:n_ids].view(np.uint64), offs, out, prefix)
-            except MemoryError:
-                raise ShadowError(f"{path}: out of memory interning block ids") from None
-            except OverflowError as exc:
-                raise ShadowError(f"{path}:{int(rows[n_rows - 1, _scan.COL_LINENO])}: {exc}"
-                                  " (the most the converter supports)") from None
+            wait()
+            pending.append(pool.submit(intern, ids[:n_ids], offs, out,
+                                       int(rows[n_rows - 1, _scan.COL_LINENO])))
             id_chunks.append(out)
             row_chunks.append(rows[:n_rows].copy())
             time_chunks.append(times[:n_rows].copy())
+            ids, spare = spare, ids
             n_rows = n_ids = 0
 
         scan = _scan.scan
-        with open(path, "rb") as f:
+        with open(path, "rb") as f, ThreadPoolExecutor(1, "jsonl-intern") as pool:
             buf = b""
             pos = 0
             lineno = 1
@@ -247,6 +263,7 @@ class JsonlReader:
                     else:
                         flush()
             flush()
+            wait()
         if not id_chunks:
             raise ShadowError(f"{path}: no requests (empty JSONL trace)")
         self.n_multi_parent = table.n_multi_parent
