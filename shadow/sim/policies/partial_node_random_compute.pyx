@@ -24,6 +24,10 @@ node's tail is pinned.
 
 Memory: base 40 B/slot + per slot (node, up, down, position, cost) 24 + per node (tail, stamp,
 mark, deepest, sampling set) 32 = 96 B/slot.
+
+The class is declared in ``partial_node_random_compute.pxd``; a variant subclasses it and
+overrides only the hooks listed there (``_score``, ``_new_node``, ``_touch``), as
+``partial_node_random_freq`` does.
 """
 
 from libc.stdint cimport int64_t, int32_t, uint64_t
@@ -44,27 +48,6 @@ cdef class PartialNodeRandomCompute(Policy):
     """See the module docstring.  Invariants: every resident slot belongs to exactly one live
     node; a live node's chain runs from a slot with ``up == -1`` to ``tail`` (``down == -1``) through
     increasing positions; ``nodes.items[0 .. nodes.n)`` are the live nodes, the rest are free."""
-    cdef readonly int64_t n_sample
-    cdef readonly int64_t micro_batch
-    cdef readonly bint drain
-    cdef uint64_t rng
-    cdef int32_t* s_node
-    cdef int32_t* s_up
-    cdef int32_t* s_down
-    cdef int32_t* s_pos
-    cdef int64_t* s_cost
-    cdef int32_t* n_tail
-    cdef int64_t* n_stamp
-    cdef int64_t* n_mark
-    cdef int32_t* n_deep
-    cdef Dense nodes
-    cdef int64_t mark              # +1 per on_request
-    cdef int32_t* touched          # scratch: nodes touched by the arriving request
-    cdef int64_t touched_cap
-    cdef int64_t last_slot, last_id, last_pos, last_mark   # the previous insert
-    cdef int32_t* cand
-    cdef double* cand_score
-    cdef bint forced               # the last sample had only pinned tails (best effort)
 
     def __cinit__(self, int64_t capacity, int64_t n_sample=128, bint drain=False,
                   int64_t micro_batch=64, uint64_t seed=1, *args, **kwargs):
@@ -119,9 +102,11 @@ cdef class PartialNodeRandomCompute(Policy):
         free(self.touched)
         dense_free(&self.nodes)
 
-    # ---- nodes ----
+    # ---- nodes (the hooks a variant overrides) ----
 
-    cdef int32_t _new_node(self, int32_t tail, int64_t stamp) noexcept nogil:
+    cdef int32_t _new_node(self, int32_t tail, int64_t stamp, int32_t parent) noexcept nogil:
+        """Take a free node id for the chain ending at ``tail``; ``parent`` is the node it was
+        split from, -1 for a node built by inserts (unused here: only variants need it)."""
         cdef int32_t nd = self.nodes.items[self.nodes.n]
         dense_add(&self.nodes, nd)
         self.n_tail[nd] = tail
@@ -129,7 +114,11 @@ cdef class PartialNodeRandomCompute(Policy):
         self.n_mark[nd] = 0
         return nd
 
-    cdef inline double _score(self, int32_t nd, int64_t now) noexcept nogil:
+    cdef void _touch(self, int32_t nd, int64_t req_vtime) noexcept nogil:
+        """The arriving request's path runs through ``nd`` (after any split): stamp it."""
+        self.n_stamp[nd] = req_vtime
+
+    cdef double _score(self, int32_t nd, int64_t now) noexcept nogil:
         cdef int64_t r = now - self.n_stamp[nd]
         if r < 1:
             r = 1
@@ -166,7 +155,7 @@ cdef class PartialNodeRandomCompute(Policy):
             if first >= 0:
                 # NOTE: the part below the deepest touched block is another branch: split it off
                 # with the node's old stamp, like a radix tree splitting an edge.
-                nd2 = self._new_node(self.n_tail[nd], self.n_stamp[nd])
+                nd2 = self._new_node(self.n_tail[nd], self.n_stamp[nd], <int32_t>nd)
                 self.s_down[d] = -1
                 self.s_up[first] = -1
                 self.n_tail[nd] = <int32_t>d
@@ -174,7 +163,7 @@ cdef class PartialNodeRandomCompute(Policy):
                 while x >= 0:
                     self.s_node[x] = <int32_t>nd2
                     x = self.s_down[x]
-            self.n_stamp[nd] = ctx.req_vtime
+            self._touch(<int32_t>nd, ctx.req_vtime)
 
     cdef void hit(self, int64_t slot, const Access* acc) noexcept nogil:
         self.s_cost[slot] = acc.cost
@@ -207,7 +196,7 @@ cdef class PartialNodeRandomCompute(Policy):
         if not joined:
             self.s_up[slot] = -1
             self.s_down[slot] = -1
-            self.s_node[slot] = self._new_node(<int32_t>slot, acc.req_vtime)
+            self.s_node[slot] = self._new_node(<int32_t>slot, acc.req_vtime, -1)
         self.last_slot = slot
         self.last_id = acc.block_id
         self.last_pos = acc.position
@@ -310,32 +299,42 @@ cdef class PartialNodeRandomCompute(Policy):
 
     # ---- tests ----
 
+    cdef list _node_ids(self, int32_t nd):
+        """The block ids of node ``nd``, head to tail."""
+        cdef int32_t s = self.n_tail[nd]
+        ids = []
+        while s >= 0:
+            ids.append(self.slot_ids[s])
+            s = self.s_up[s]
+        ids.reverse()
+        return ids
+
     def node_paths(self) -> list[tuple[int, list[int]]]:
         """(stamp, ids head to tail) of every live node, in sampling order (tests)."""
         cdef int64_t i
-        cdef int32_t nd, s
+        cdef int32_t nd
         out = []
         for i in range(self.nodes.n):
             nd = self.nodes.items[i]
-            ids = []
-            s = self.n_tail[nd]
-            while s >= 0:
-                ids.append(self.slot_ids[s])
-                s = self.s_up[s]
-            ids.reverse()
-            out.append((self.n_stamp[nd], ids))
+            out.append((self.n_stamp[nd], self._node_ids(nd)))
         return out
 
 
-def make(capacity: int, params: dict) -> PartialNodeRandomCompute:
+def make_node_policy(cls: type, name: str, capacity: int, params: dict) -> PartialNodeRandomCompute:
+    """Check the parameters of a partial-node policy ``name`` and build ``cls`` (this class or a
+    subclass) with them."""
     mode = params["eviction-mode"]
     if mode not in ("micro", "drain"):
-        raise ShadowError(f"policy partial_node_random_compute: eviction-mode must be 'micro' or 'drain', got {mode!r}")
+        raise ShadowError(f"policy {name}: eviction-mode must be 'micro' or 'drain', got {mode!r}")
     if not 1 <= int(params["n-sample"]) <= (1 << 30):
-        raise ShadowError(f"policy partial_node_random_compute: n-sample must be in 1..2**30, got {params['n-sample']}")
+        raise ShadowError(f"policy {name}: n-sample must be in 1..2**30, got {params['n-sample']}")
     if int(params["micro-batch"]) < 1:
-        raise ShadowError(f"policy partial_node_random_compute: micro-batch must be positive, got {params['micro-batch']}")
+        raise ShadowError(f"policy {name}: micro-batch must be positive, got {params['micro-batch']}")
     if not 0 <= int(params["seed"]) < (1 << 64):
-        raise ShadowError(f"policy partial_node_random_compute: seed must be in 0..2**64-1, got {params['seed']}")
-    return PartialNodeRandomCompute(capacity, int(params["n-sample"]), mode == "drain",
-                                    int(params["micro-batch"]), int(params["seed"]))
+        raise ShadowError(f"policy {name}: seed must be in 0..2**64-1, got {params['seed']}")
+    return cls(capacity, int(params["n-sample"]), mode == "drain", int(params["micro-batch"]),
+               int(params["seed"]))
+
+
+def make(capacity: int, params: dict) -> PartialNodeRandomCompute:
+    return make_node_policy(PartialNodeRandomCompute, "partial_node_random_compute", capacity, params)

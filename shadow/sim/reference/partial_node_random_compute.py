@@ -1,7 +1,10 @@
 """partial_node_random_compute reference: same decisions as ``policies/partial_node_random_compute.pyx``.
 
 Nodes are lists of block ids, head (shallow) to tail (deep); node ids come from the same
-full-permutation free list as on the Cython side, so samples draw the same nodes.
+full-permutation free list as on the Cython side, so samples draw the same nodes.  Variants
+(``partial_node_random_freq``) subclass :class:`PartialNodeRandomCompute` and override the same
+hooks as on the Cython side: ``_new_node`` (with the parent a split came from), ``_touch`` and
+``score``.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ class PartialNodeRandomCompute:
     def find(self, b: int) -> bool:
         return b in self.node_of
 
-    def _new_node(self, ids: list[int], stamp: int) -> int:
+    def _new_node(self, ids: list[int], stamp: int, parent: int | None = None) -> int:
         nd = self.nodes.items[self.nodes.n]
         self.nodes.add(nd)
         self.chain[nd] = ids
@@ -61,9 +64,13 @@ class PartialNodeRandomCompute:
             ch = self.chain[nd]
             k = ch.index(d)
             if k + 1 < len(ch):
-                self._new_node(ch[k + 1:], self.stamp[nd])
+                self._new_node(ch[k + 1:], self.stamp[nd], nd)
                 del ch[k + 1:]
-            self.stamp[nd] = ctx.req_vtime
+            self._touch(nd, ctx.req_vtime)
+
+    def _touch(self, nd: int, req_vtime: int) -> None:
+        """The arriving request's path runs through ``nd`` (after any split)."""
+        self.stamp[nd] = req_vtime
 
     def hit(self, b: int, acc) -> None:
         self.cost[b] = acc.cost

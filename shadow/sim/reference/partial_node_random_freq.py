@@ -1,8 +1,8 @@
 """partial_node_random_freq reference: same decisions as ``policies/partial_node_random_freq.pyx``.
 
 partial_node_random_compute's reference plus a per-node freq: 0 for a node a request's inserts
-create, +1 per request whose path runs through the node (``on_request``), kept by a split-off
-branch; the score is ``(freq + 1) * cost(tail) / max(1, now - stamp)``.
+create, +1 per request whose path runs through the node (``_touch``), kept by a split-off branch
+(``_new_node`` with a parent); the score is ``(freq + 1) * cost(tail) / max(1, now - stamp)``.
 """
 
 from __future__ import annotations
@@ -18,32 +18,18 @@ class PartialNodeRandomFreq(PartialNodeRandomCompute):
         super().__init__(*args, **kwargs)
         self.freq: dict[int, int] = {}
 
-    def _new_node(self, ids: list[int], stamp: int, freq: int = 0) -> int:
-        nd = super()._new_node(ids, stamp)
-        self.freq[nd] = freq
+    def _new_node(self, ids: list[int], stamp: int, parent: int | None = None) -> int:
+        nd = super()._new_node(ids, stamp, parent)
+        self.freq[nd] = 0 if parent is None else self.freq[parent]
         return nd
 
     def _free_node(self, nd: int) -> None:
         super()._free_node(nd)
         del self.freq[nd]
 
-    def on_request(self, ctx) -> None:
-        self.mark += 1
-        deepest: dict[int, int] = {}      # insertion order = order of first touch
-        for b in ctx.block_ids:
-            nd = self.node_of.get(b)
-            if nd is None:
-                continue
-            if nd not in deepest or self.pos[b] > self.pos[deepest[nd]]:
-                deepest[nd] = b
-        for nd, d in deepest.items():
-            ch = self.chain[nd]
-            k = ch.index(d)
-            if k + 1 < len(ch):
-                self._new_node(ch[k + 1:], self.stamp[nd], self.freq[nd])
-                del ch[k + 1:]
-            self.stamp[nd] = ctx.req_vtime
-            self.freq[nd] += 1
+    def _touch(self, nd: int, req_vtime: int) -> None:
+        super()._touch(nd, req_vtime)
+        self.freq[nd] += 1
 
     def score(self, nd: int, now: int) -> float:
         return (self.freq[nd] + 1) * self.cost[self.chain[nd][-1]] / max(1, now - self.stamp[nd])

@@ -1,0 +1,51 @@
+# cython: language_level=3
+"""The partial-node policy class, C-level, so that variants subclass it instead of copying it.
+
+:class:`PartialNodeRandomCompute` owns the prefix-tree node machinery (building, splitting,
+stamping, sampling, trimming, pins, ``micro``/``drain``); see its module docstring.  A variant
+(``partial_node_random_freq``) overrides only the hooks below, each ``noexcept nogil``:
+
+* :meth:`_score` ``(nd, now)``: the node's eviction score, lower is evicted first;
+* :meth:`_new_node` ``(tail, stamp, parent)``: a node is born, either built by a request's inserts
+  (``parent == -1``) or split off below the deepest touched block of ``parent``;
+* :meth:`_touch` ``(nd, req_vtime)``: an arriving request's path runs through ``nd``.
+
+An override calls the base method first (it keeps the node invariants) and then keeps its own
+per-node arrays, indexed by node id ``0 .. capacity-1``.
+"""
+
+from libc.stdint cimport int64_t, int32_t, uint64_t
+
+from shadow.sim.policy cimport Policy, Access, RequestCtx
+from shadow.sim.policies.random_compute cimport Dense
+
+
+cdef class PartialNodeRandomCompute(Policy):
+    cdef readonly int64_t n_sample
+    cdef readonly int64_t micro_batch
+    cdef readonly bint drain
+    cdef uint64_t rng
+    cdef int32_t* s_node           # per slot: its node
+    cdef int32_t* s_up             # per slot: the next shallower slot of its node, -1 at the head
+    cdef int32_t* s_down           # per slot: the next deeper slot of its node, -1 at the tail
+    cdef int32_t* s_pos
+    cdef int64_t* s_cost
+    cdef int32_t* n_tail           # per node: its deepest resident slot
+    cdef int64_t* n_stamp
+    cdef int64_t* n_mark
+    cdef int32_t* n_deep
+    cdef Dense nodes
+    cdef int64_t mark              # +1 per on_request
+    cdef int32_t* touched          # scratch: nodes touched by the arriving request
+    cdef int64_t touched_cap
+    cdef int64_t last_slot, last_id, last_pos, last_mark   # the previous insert
+    cdef int32_t* cand
+    cdef double* cand_score
+    cdef bint forced               # the last sample had only pinned tails (best effort)
+
+    cdef int32_t _new_node(self, int32_t tail, int64_t stamp, int32_t parent) noexcept nogil
+    cdef void _touch(self, int32_t nd, int64_t req_vtime) noexcept nogil
+    cdef double _score(self, int32_t nd, int64_t now) noexcept nogil
+    cdef int64_t _draw(self, int64_t now) noexcept nogil
+    cdef int64_t _trim(self, int32_t nd, int64_t take, bint force, int64_t* out) noexcept nogil
+    cdef list _node_ids(self, int32_t nd)
