@@ -71,6 +71,8 @@ def test_buffer_refills_and_long_lines(tmp_path, monkeypatch):
 
 EDGE_LINES = [
     # (line, scanner takes it)
+    ('{"chat_id": 159, "parent_chat_id": -1, "timestamp": 61.114, "input_length": 521,'
+     ' "output_length": 132, "type": "text", "turn": 1, "hash_ids": [1089, 1090, 6326]}', True),
     ('{"timestamp": 1.5e3, "hash_ids": [1, 2]}', True),
     ('{"timestamp":-0.25,"timestamp_arrival":-1E-2,"hash_ids":[]}', True),
     ('\t{ "hash_ids" : [ 18446744073709551615 , -9223372036854775808, 0 ] , "turn" : 65535 }\r',
