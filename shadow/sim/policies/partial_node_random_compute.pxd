@@ -5,19 +5,27 @@
 stamping, sampling, trimming, pins, ``micro``/``drain``); see its module docstring.  A variant
 (``partial_node_random_freq``) overrides only the hooks below, each ``noexcept nogil``:
 
-* :meth:`_score` ``(nd, now)``: the node's eviction score, lower is evicted first;
+* :meth:`_score_cands` ``(nc, now)``: the eviction scores ``cand_score[0 .. nc)`` of the drawn
+  nodes ``cand[0 .. nc)``, lower is evicted first (one call per sample, not per node);
 * :meth:`_new_node` ``(tail, stamp, parent)``: a node is born, either built by a request's inserts
   (``parent == -1``) or split off below the deepest touched block of ``parent``;
 * :meth:`_touch` ``(nd, req_vtime)``: an arriving request's path runs through ``nd``.
 
-An override calls the base method first (it keeps the node invariants) and then keeps its own
-per-node arrays, indexed by node id ``0 .. capacity-1``.
+An override of ``_new_node`` or ``_touch`` calls the base method first (it keeps the node
+invariants) and then keeps its own per-node arrays, indexed by node id ``0 .. capacity-1``;
+``_score_cands`` is replaced outright.
 """
 
 from libc.stdint cimport int64_t, int32_t, uint64_t
 
 from shadow.sim.policy cimport Policy, Access, RequestCtx
 from shadow.sim.policies.random_compute cimport Dense
+
+
+cdef inline int64_t node_age(int64_t now, int64_t stamp) noexcept nogil:
+    """``max(1, now - stamp)``: the age a score divides by."""
+    cdef int64_t r = now - stamp
+    return r if r >= 1 else 1
 
 
 cdef class PartialNodeRandomCompute(Policy):
@@ -45,7 +53,7 @@ cdef class PartialNodeRandomCompute(Policy):
 
     cdef int32_t _new_node(self, int32_t tail, int64_t stamp, int32_t parent) noexcept nogil
     cdef void _touch(self, int32_t nd, int64_t req_vtime) noexcept nogil
-    cdef double _score(self, int32_t nd, int64_t now) noexcept nogil
+    cdef void _score_cands(self, int64_t nc, int64_t now) noexcept nogil
     cdef int64_t _draw(self, int64_t now) noexcept nogil
     cdef int64_t _trim(self, int32_t nd, int64_t take, bint force, int64_t* out) noexcept nogil
     cdef list _node_ids(self, int32_t nd)

@@ -26,7 +26,7 @@ Memory: base 40 B/slot + per slot (node, up, down, position, cost) 24 + per node
 mark, deepest, sampling set) 32 = 96 B/slot.
 
 The class is declared in ``partial_node_random_compute.pxd``; a variant subclasses it and
-overrides only the hooks listed there (``_score``, ``_new_node``, ``_touch``), as
+overrides only the hooks listed there (``_score_cands``, ``_new_node``, ``_touch``), as
 ``partial_node_random_freq`` does.
 """
 
@@ -118,11 +118,14 @@ cdef class PartialNodeRandomCompute(Policy):
         """The arriving request's path runs through ``nd`` (after any split): stamp it."""
         self.n_stamp[nd] = req_vtime
 
-    cdef double _score(self, int32_t nd, int64_t now) noexcept nogil:
-        cdef int64_t r = now - self.n_stamp[nd]
-        if r < 1:
-            r = 1
-        return <double>self.s_cost[self.n_tail[nd]] / <double>r
+    cdef void _score_cands(self, int64_t nc, int64_t now) noexcept nogil:
+        """``cand_score[i] = cost(tail) / age`` for the ``nc`` drawn nodes ``cand[i]``."""
+        cdef int64_t i
+        cdef int32_t nd
+        for i in range(nc):
+            nd = self.cand[i]
+            self.cand_score[i] = (<double>self.s_cost[self.n_tail[nd]]
+                                  / <double>node_age(now, self.n_stamp[nd]))
 
     # ---- the interface ----
 
@@ -216,14 +219,12 @@ cdef class PartialNodeRandomCompute(Policy):
             if self.pins[self.n_tail[nd]] > 0:
                 continue
             self.cand[nc] = nd
-            self.cand_score[nc] = self._score(nd, now)
             nc += 1
         if nc == 0:
             for i in range(d.n):
                 nd = d.items[i]
                 if self.pins[self.n_tail[nd]] == 0:
                     self.cand[nc] = nd
-                    self.cand_score[nc] = self._score(nd, now)
                     nc += 1
                     if nc == self.n_sample:
                         break
@@ -232,8 +233,10 @@ cdef class PartialNodeRandomCompute(Policy):
             for i in range(min(d.n, self.n_sample)):
                 nd = d.items[i]
                 self.cand[nc] = nd
-                self.cand_score[nc] = self._score(nd, now)
                 nc += 1
+        # NOTE: one (virtual) call scores the whole sample, so a variant's score stays a tight
+        # inlined loop instead of an indirect call per candidate.
+        self._score_cands(nc, now)
         return nc
 
     cdef int64_t _trim(self, int32_t nd, int64_t take, bint force, int64_t* out) noexcept nogil:

@@ -20,7 +20,7 @@ Memory: partial_node_random_compute's 96 B/slot + the per-node freq 8 = 104 B/sl
 from libc.stdint cimport int64_t, int32_t
 from libc.stdlib cimport malloc, free
 
-from shadow.sim.policies.partial_node_random_compute cimport PartialNodeRandomCompute
+from shadow.sim.policies.partial_node_random_compute cimport PartialNodeRandomCompute, node_age
 from shadow.sim.policies.partial_node_random_compute import make_node_policy
 
 DEFAULTS = "n-sample=128,eviction-mode=micro,micro-batch=64,seed=1"
@@ -53,11 +53,14 @@ cdef class PartialNodeRandomFreq(PartialNodeRandomCompute):
         PartialNodeRandomCompute._touch(self, nd, req_vtime)
         self.n_freq[nd] += 1
 
-    cdef double _score(self, int32_t nd, int64_t now) noexcept nogil:
-        cdef int64_t r = now - self.n_stamp[nd]
-        if r < 1:
-            r = 1
-        return <double>(self.n_freq[nd] + 1) * <double>self.s_cost[self.n_tail[nd]] / <double>r
+    cdef void _score_cands(self, int64_t nc, int64_t now) noexcept nogil:
+        """``cand_score[i] = (freq + 1) * cost(tail) / age`` for the drawn nodes ``cand[i]``."""
+        cdef int64_t i
+        cdef int32_t nd
+        for i in range(nc):
+            nd = self.cand[i]
+            self.cand_score[i] = (<double>(self.n_freq[nd] + 1) * <double>self.s_cost[self.n_tail[nd]]
+                                  / <double>node_age(now, self.n_stamp[nd]))
 
     # ---- tests ----
 
