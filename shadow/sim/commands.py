@@ -98,6 +98,13 @@ def format_table(results, sizes: list[int], algos: list[str], cost_uniform: bool
 @click.option("--replay-order", type=click.Choice(["deepest-first", "prefix-order"]),
               default="deepest-first", show_default=True, help="Order of the access phase.")
 @click.option("--no-verify", is_flag=True, help="Skip the residency check after each request.")
+@click.option("--lookup", type=click.Choice(["all", "prompt", "vllm"]), default="all",
+              show_default=True,
+              help="Blocks looked up (counted) per request: all; prompt = input_length // B "
+                   "(recorded traces: the generated blocks are inserted, not counted); "
+                   "vllm = (input_length - 1) // B (vLLM recomputes the last prompt token).")
+@click.option("--threads", type=int, default=None,
+              help="Threads stepping groups of caches [default: the CPU count].")
 @click.option("--dump-holes", "dump_holes", type=click.Path(file_okay=False), default=None,
               help="Write per-request hole lines to DIR/holes_<trace>_cache<size>_<algo>.txt.")
 @click.option("--output", "-o", "output", type=click.Path(dir_okay=False), default=None,
@@ -108,7 +115,8 @@ def format_table(results, sizes: list[int], algos: list[str], cost_uniform: bool
 @allow_truncated_option()
 @block_id_option()
 def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_order, no_verify,
-             dump_holes, output, fmt, list_algos, allow_truncated, block_id) -> None:
+             lookup, threads, dump_holes, output, fmt, list_algos, allow_truncated,
+             block_id) -> None:
     """Replay a trace through prefix caches and report hit and compute-saving ratios.
 
     Every (policy, size) cache is stepped over each decoded batch: one pass over the trace.
@@ -149,10 +157,16 @@ def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_or
 
     with open_trace(path, allow_truncated=allow_truncated, block_id=block_id) as tr:
         h = tr.header
+        if threads is not None and threads < 1:
+            raise ShadowError(f"--threads must be at least 1, got {threads}")
+        if lookup != "all" and not h.block_size_tokens:
+            raise ShadowError(f"{path}: --lookup {lookup} needs the block size in tokens, which "
+                              f"the trace's header does not give")
         sim = Simulator(specs, cost_model=cost, pin=not no_pin, replay_order=replay_order,
                         verify=not no_verify, dump_holes_dir=dump_holes,
                         trace_name=trace if trace is not None else Path(path).name,
-                        block_id=block_id)
+                        block_id=block_id, lookup=lookup, block_size_tokens=h.block_size_tokens,
+                        threads=threads)
         if sim.needs_next_access and not h.has_next_access:
             sim.abort()
             raise ShadowError(f"{path}: the trace has no next-access times, which "

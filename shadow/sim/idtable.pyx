@@ -21,6 +21,23 @@ cdef int idmap_init(IdMap* m, int64_t capacity) except -1 nogil:
     return 0
 
 
+cdef int slotmap_init(SlotMap* m, int64_t capacity) except -1 nogil:
+    cdef uint64_t size = <uint64_t>(2 * capacity if capacity > 8 else 16)
+    m.e = <uint64_t*>calloc(size, sizeof(uint64_t))
+    m.size = size
+    m.n = 0
+    if m.e == NULL:
+        with gil:
+            raise MemoryError(f"cannot allocate a slot table for {capacity} ids")
+    return 0
+
+
+cdef void slotmap_free(SlotMap* m) noexcept nogil:
+    free(m.e)
+    m.e = NULL
+    m.n = 0
+
+
 cdef void idmap_free(IdMap* m) noexcept nogil:
     free(m.keys)
     free(m.vals)

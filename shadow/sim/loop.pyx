@@ -25,6 +25,7 @@ from libc.stdlib cimport malloc, calloc, free
 from libc.stdio cimport FILE, fopen, fclose, fprintf, fflush
 
 from shadow.sim.policy cimport Policy, Access, RequestCtx
+from shadow.sim.idtable cimport SHADOW_PREFETCH
 
 import logging
 
@@ -186,13 +187,13 @@ cdef class CacheRun:
         """
         cdef int64_t i, j, k, slot, bid, n_distinct, n_missing = 0, first_miss = -1
         cdef int64_t cap_eff, needed, progress, victim, hole_start = -1, hole_len
-        cdef bint sorted_unique = True, in_prefix = True, in_alpha
+        cdef bint sorted_unique = True, in_prefix = True, in_alpha, trusted
         cdef int64_t hits = 0, phits = 0
         cdef double cost_all = 0.0, saved = 0.0, psaved = 0.0
         cdef uint64_t si
         cdef Access acc
         cdef RequestCtx ctx
-        cdef int64_t V0, step
+        cdef int64_t V0, step, n_res
         cdef int32_t* pins = self.policy.pins
         cdef int64_t* sids = self.policy.slot_ids
 
@@ -221,6 +222,13 @@ cdef class CacheRun:
         self.n_req += 1
 
         # 1. match
+        # NOTE: the probes of a request are independent: prefetch their home entries first so
+        # the table's cache misses overlap instead of stalling one after the other.
+        for i in range(min(B, 128)):
+            self.policy.prefetch(ids[i])
+        for i in range(0, B, 8):
+            SHADOW_PREFETCH(&nxt[i])
+            SHADOW_PREFETCH(&cexact[i])
         for i in range(B):
             bid = ids[i]
             slot = self.policy.find(bid)
@@ -290,6 +298,11 @@ cdef class CacheRun:
             acc.vtime = V0
             acc.req_vtime = V0 + B
             progress = 0
+            # NOTE: with pins on, every resident block of the request (a match hit) is pinned, so a
+            # strictly pin-honouring policy (STRICT_PINS) takes none of them while ``n_resident - n_pinned`` unpinned
+            # blocks can cover all the victims: no "victim in the request" check is needed then.
+            trusted = (self.pin and self.policy.strict_pins
+                       and self.policy.n_resident - self.policy.n_pinned >= needed)
             if hold and needed > self.policy.n_resident - self.policy.n_pinned:
                 # NOTE: live admission: blocks held by running requests cannot be evicted (an
                 # engine would make the request wait); the shadow skips it instead.
@@ -307,9 +320,12 @@ cdef class CacheRun:
                         return 1
                     self._fail(FAIL_STUCK, req_index, 0)
                     return -1
+                self.n_eviction += k
+                if trusted:
+                    progress += k
+                    continue
                 for j in range(k):
                     victim = self.evbuf[j]
-                    self.n_eviction += 1
                     if sorted_unique:
                         in_alpha = _bsearch(ids, B, victim)
                     else:
@@ -344,9 +360,14 @@ cdef class CacheRun:
             acc.vtime = self.vtime
             acc.position = i
             slot = self.slots[i]
-            if slot < 0 or sids[slot] != bid:
+            if slot >= 0 and sids[slot] != bid:
+                slot = -1                       # evicted since the match
+            if slot < 0 and not sorted_unique:
+                # NOTE: with distinct ids a block missing at match time (or evicted since) stays
+                # missing until its own get; with duplicates an earlier get may have inserted it.
                 slot = self.policy.find(bid)
             if slot >= 0:
+                n_res = self.policy.n_resident
                 self.policy.hit(slot, &acc)
             else:
                 if self.policy.n_resident + self.reserved + n_anonymous >= self.policy.capacity:
@@ -356,8 +377,14 @@ cdef class CacheRun:
                         self._unpin_match(ids, B)
                         return -1
                     self.n_unexpected_eviction += 1
+                n_res = self.policy.n_resident + 1
                 slot = self.policy.insert(&acc)
                 self.slots[i] = slot
+            # NOTE: a policy may evict inside hit/insert (twoq's Am spills its own tail even when
+            # the cache has room, as libCacheSim does): a *spilled* eviction the loop did not ask
+            # for, so it counts as unexpected.  The dropped slot is caught by the id checks below.
+            if self.policy.n_resident < n_res:
+                self.n_unexpected_eviction += n_res - self.policy.n_resident
             i += step
 
         # 4. verify
@@ -438,26 +465,46 @@ cdef class CacheRun:
 
     # ---- Python entry points ----
 
+    cdef int64_t _serve_range(self, const int64_t* off, const int64_t* ids, const int64_t* nxt,
+                              const double* ts, const double* cexact, const int64_t* cint,
+                              const int64_t* n_match, int64_t r0, int64_t r1,
+                              int64_t first_request) noexcept nogil:
+        """Serve requests ``r0 .. r1-1`` of a batch (``n_match`` NULL: every block looked up)."""
+        cdef int64_t r, a, b, served = 0
+        cdef int rc
+        for r in range(r0, r1):
+            a = off[r]
+            b = off[r + 1]
+            rc = self.serve(&ids[a], b - a, &nxt[a], cexact, cint, ts[r], first_request + r,
+                            b - a if n_match == NULL else n_match[r], 0, False)
+            if rc == 0:
+                served += 1
+            elif rc < 0:
+                break
+        return served
+
     def serve_batch(self, const int64_t[::1] offsets, const int64_t[::1] block_ids,
                     const int64_t[::1] next_access, const double[::1] timestamps,
                     const double[::1] cost_exact, const int64_t[::1] cost_int,
-                    int64_t first_request) -> int:
-        """Serve every request of a batch with the GIL released; returns how many were served."""
-        cdef int64_t n = offsets.shape[0] - 1, r, a, b, served = 0
-        cdef int rc
+                    int64_t first_request, const int64_t[::1] n_match=None) -> int:
+        """Serve every request of a batch with the GIL released; returns how many were served.
+
+        ``n_match[r]`` (optional) is how many leading blocks of request r are looked up.
+        """
+        cdef int64_t n = offsets.shape[0] - 1, served
+        cdef const int64_t* nm = NULL
+        cdef const int64_t* idp
+        cdef const int64_t* nxp
         if n <= 0:
             return 0
+        if n_match is not None:
+            nm = &n_match[0]
+        # NOTE: a batch of empty requests has no entries; any valid pointer will do then.
+        idp = &block_ids[0] if block_ids.shape[0] > 0 else &offsets[0]
+        nxp = &next_access[0] if next_access.shape[0] > 0 else &offsets[0]
         with nogil:
-            for r in range(n):
-                a = offsets[r]
-                b = offsets[r + 1]
-                rc = self.serve(&block_ids[a] if b > a else NULL, b - a, &next_access[a] if b > a else NULL,
-                                &cost_exact[0], &cost_int[0], timestamps[r], first_request + r,
-                                b - a, 0, False)
-                if rc == 0:
-                    served += 1
-                elif rc < 0:
-                    break
+            served = self._serve_range(&offsets[0], idp, nxp, &timestamps[0], &cost_exact[0],
+                                       &cost_int[0], nm, 0, n, first_request)
         return served
 
     def admit(self, const int64_t[::1] block_ids, const int64_t[::1] next_access, int64_t n_match,
@@ -483,7 +530,7 @@ cdef class CacheRun:
         and are given back at the end.
         """
         cdef Policy p = self.policy
-        cdef int64_t B = block_ids.shape[0], E = extra_ids.shape[0], i, slot, bid, pos, victim
+        cdef int64_t B = block_ids.shape[0], E = extra_ids.shape[0], i, slot, bid, pos, victim, n_res
         cdef Access acc
         cdef int64_t keep = min(n_anonymous_final, n_anonymous)
         self.reserved -= n_anonymous - keep
@@ -503,6 +550,7 @@ cdef class CacheRun:
                 acc.position = pos
                 slot = p.find(bid)
                 if slot >= 0:
+                    n_res = p.n_resident
                     p.hit(slot, &acc)
                 else:
                     if p.n_resident + self.reserved >= p.capacity:
@@ -510,7 +558,10 @@ cdef class CacheRun:
                         if victim == 0:
                             continue
                         self.n_eviction += 1
+                    n_res = p.n_resident + 1
                     p.insert(&acc)
+                if p.n_resident < n_res:          # spilled (see serve)
+                    self.n_eviction += n_res - p.n_resident
             # NOTE: tail first, like vLLM's free_blocks(reversed(req_blocks)): the generated
             # blocks are the deepest, then the prompt from its last block to its root.
             if p.wants_release:
@@ -527,3 +578,61 @@ cdef class CacheRun:
         self.reserved -= keep
         if self.reserved < 0:
             self.reserved = 0
+
+
+def serve_chunks(list runs, list next_access, const int64_t[::1] offsets,
+                 const int64_t[::1] block_ids, const double[::1] timestamps,
+                 const double[::1] cost_exact, const int64_t[::1] cost_int, int64_t first_request,
+                 const int64_t[::1] n_match=None, int64_t chunk_entries=16384) -> None:
+    """Step every cache of ``runs`` over a batch, a chunk of requests at a time.
+
+    ``next_access[k]`` is the next-access array cache ``k`` reads (the oracles may get their own).
+    NOTE: one chunk (about ``chunk_entries`` block entries, whole requests) is served in every
+    cache before the next: the chunk's ids, next-access times and costs stay in the CPU cache
+    while the caches take turns, instead of each cache streaming the whole batch from memory.
+    The GIL is released while each cache serves a chunk, so groups of caches can run on threads.
+    """
+    cdef int64_t n = offsets.shape[0] - 1, r0 = 0, r1, k, n_runs = len(runs)
+    cdef const int64_t* off
+    cdef const int64_t* idp
+    cdef const int64_t* nm = NULL
+    cdef const double* tsp
+    cdef const double* cep
+    cdef const int64_t* cip
+    cdef const int64_t[::1] mv
+    cdef const int64_t** nxps
+    cdef CacheRun run
+    if n <= 0 or n_runs == 0:
+        return
+    if len(next_access) != n_runs:
+        raise ValueError("one next-access array per cache")
+    off = &offsets[0]
+    idp = &block_ids[0] if block_ids.shape[0] > 0 else off
+    tsp = &timestamps[0]
+    cep = &cost_exact[0]
+    cip = &cost_int[0]
+    if n_match is not None:
+        nm = &n_match[0]
+    if chunk_entries < 1:
+        chunk_entries = 1
+    nxps = <const int64_t**>malloc(n_runs * sizeof(int64_t*))
+    if nxps == NULL:
+        raise MemoryError()
+    try:
+        for k in range(n_runs):
+            # NOTE: the arrays stay alive in ``next_access`` for the whole call.
+            mv = next_access[k]
+            if mv.shape[0] != block_ids.shape[0]:
+                raise ValueError("next-access array of the wrong length")
+            nxps[k] = &mv[0] if mv.shape[0] > 0 else off
+        while r0 < n:
+            r1 = r0 + 1
+            while r1 < n and off[r1 + 1] - off[r0] <= chunk_entries:
+                r1 += 1
+            for k in range(n_runs):
+                run = <CacheRun>runs[k]
+                with nogil:
+                    run._serve_range(off, idp, nxps[k], tsp, cep, cip, nm, r0, r1, first_request)
+            r0 = r1
+    finally:
+        free(nxps)

@@ -4,8 +4,10 @@
 The base :class:`Policy` owns what every policy needs and the serve loop reads directly:
 
 * ``capacity`` slots ``0 .. capacity-1``; ``n_resident`` of them hold a block;
-* ``table``: block id -> slot for exactly the **resident** blocks (ghost entries never live here;
-  a policy keeps ghosts in its own :class:`~shadow.sim.idtable.IdTable`);
+* ``table``: block id -> slot for exactly the **resident** blocks, a
+  :c:type:`~shadow.sim.idtable.SlotMap` of 8-byte entries (fingerprint, slot) whose keys are read
+  from ``slot_ids`` (ghost entries never live here; a policy keeps ghosts in its own
+  :class:`~shadow.sim.idtable.IdTable`);
 * ``slot_ids[slot]``: the block id held by the slot, 0 when the slot is free;
 * ``pins[slot]``: how many in-flight requests pin the block (0 when the slot is free);
 * a free-slot stack.
@@ -35,7 +37,8 @@ Calls the serve loop makes (all ``noexcept nogil``; nothing here may raise or to
 
 from libc.stdint cimport int64_t, int32_t
 
-from shadow.sim.idtable cimport IdMap, idmap_get, idmap_put, idmap_del
+from shadow.sim.idtable cimport (SlotMap, slotmap_get, slotmap_put, slotmap_del,
+                                 slotmap_prefetch)
 
 
 cdef struct Access:
@@ -59,7 +62,7 @@ cdef struct RequestCtx:
 cdef class Policy:
     cdef readonly int64_t capacity
     cdef readonly int64_t n_resident
-    cdef IdMap table
+    cdef SlotMap table
     cdef int64_t* slot_ids
     cdef int32_t* pins
     cdef int32_t* free_stack
@@ -67,9 +70,14 @@ cdef class Policy:
     cdef readonly int64_t n_pinned    # slots with pins > 0
     cdef public bint pin_enabled      # set by the loop; informational for policies
     cdef public bint wants_release    # call on_release (set by a policy that uses it)
+    cdef public bint strict_pins      # set by registry.make_policy from the module's STRICT_PINS
 
     cdef inline int64_t find(self, int64_t block_id) noexcept nogil:
-        return idmap_get(&self.table, block_id)
+        return slotmap_get(&self.table, self.slot_ids, block_id)
+
+    cdef inline void prefetch(self, int64_t block_id) noexcept nogil:
+        """Hint that ``find(block_id)`` comes soon (no effect on the state)."""
+        slotmap_prefetch(&self.table, block_id)
 
     cdef inline int64_t _take_slot(self, int64_t block_id) noexcept nogil:
         """Register ``block_id`` in a free slot and return the slot (the caller ensured one)."""
@@ -78,7 +86,7 @@ cdef class Policy:
         slot = self.free_stack[self.n_free]
         self.slot_ids[slot] = block_id
         self.pins[slot] = 0
-        idmap_put(&self.table, block_id, <int32_t>slot)
+        slotmap_put(&self.table, block_id, slot)
         self.n_resident += 1
         return slot
 
@@ -98,7 +106,7 @@ cdef class Policy:
         cdef int64_t block_id = self.slot_ids[slot]
         if self.pins[slot] > 0:
             self.n_pinned -= 1
-        idmap_del(&self.table, block_id)
+        slotmap_del(&self.table, block_id, slot)
         self.slot_ids[slot] = 0
         self.pins[slot] = 0
         self.free_stack[self.n_free] = <int32_t>slot

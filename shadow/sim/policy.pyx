@@ -3,7 +3,7 @@
 
 from libc.stdlib cimport malloc, calloc, free
 
-from shadow.sim.idtable cimport idmap_init, idmap_free
+from shadow.sim.idtable cimport slotmap_init, slotmap_free
 
 
 cdef class Policy:
@@ -22,7 +22,7 @@ cdef class Policy:
         self.n_resident = 0
         self.pin_enabled = True
         self.wants_release = False
-        idmap_init(&self.table, capacity)
+        slotmap_init(&self.table, capacity)
         self.slot_ids = <int64_t*>calloc(capacity, sizeof(int64_t))
         self.pins = <int32_t*>calloc(capacity, sizeof(int32_t))
         self.free_stack = <int32_t*>malloc(capacity * sizeof(int32_t))
@@ -34,7 +34,7 @@ cdef class Policy:
         self.n_free = capacity
 
     def __dealloc__(self):
-        idmap_free(&self.table)
+        slotmap_free(&self.table)
         free(self.slot_ids)
         free(self.pins)
         free(self.free_stack)

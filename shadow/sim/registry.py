@@ -93,4 +93,9 @@ def make_policy(name: str, capacity: int, params_text: str | None = None):
     params = parse_params(params_text, getattr(mod, "DEFAULTS", ""), where=f"policy {name}")
     if capacity <= 0:
         raise ShadowError(f"policy {name}: cache size must be positive, got {capacity}")
-    return mod.make(int(capacity), params)
+    policy = mod.make(int(capacity), params)
+    # NOTE: the loop trusts STRICT_PINS to skip the "victim in the request" check: such a policy
+    # never evicts a pinned block while an unpinned one exists (HONOURS_PINS alone may be looser:
+    # node- and sample-based policies can take a pinned block with the others).
+    policy.strict_pins = bool(getattr(mod, "STRICT_PINS", False))
+    return policy

@@ -18,10 +18,42 @@ import numpy as np
 
 from shadow.errors import ShadowError
 from shadow.sim.cost import CostModel, parse_cost_model
-from shadow.sim.loop import FAIL_MESSAGES, CacheRun
+from shadow.sim.loop import FAIL_MESSAGES, CacheRun, serve_chunks
 from shadow.sim.registry import make_policy, policy_info
 
 log = logging.getLogger(__name__)
+
+#: Block entries per chunk: every cache serves one chunk of requests before the next chunk.
+CHUNK_ENTRIES = 16384
+
+#: Rough relative cost per block access, to balance the caches over threads (measured ratios).
+_WEIGHT = {"lru": 1.0, "fifo": 1.0, "clock": 1.0, "sieve": 1.0, "vllm": 1.3, "lfu": 1.2,
+           "slru": 1.3, "belady": 1.3, "twoq": 1.6, "s3fifo": 1.8, "arc": 1.8, "gdsf": 2.5,
+           "random_compute_small_queue": 2.0, "partial_node_random_compute": 3.0,
+           "belady_compute": 3.0, "random_compute": 6.0}
+
+#: ``lookup`` modes: which of a request's blocks are looked up (counted in the statistics).
+LOOKUP_MODES = ("all", "prompt", "vllm")
+
+
+def lookup_counts(records: np.ndarray, n_blocks: np.ndarray, mode: str, block_size: int) -> np.ndarray | None:
+    """Per request, how many leading blocks are looked up; None for ``all`` (every block).
+
+    A recorded request holds its prompt blocks and then its generated-token blocks;
+    ``input_length`` says where the prompt ends.  ``prompt``: the prompt's full blocks,
+    ``input_length // B``.  ``vllm``: ``(input_length - 1) // B``, since vLLM always recomputes the
+    prompt's last token (a prompt of exactly k blocks can reuse only k - 1).  Capped at the
+    request's block count and at 0.
+    """
+    if mode == "all":
+        return None
+    inp = records["input_length"].astype(np.int64)
+    if mode == "prompt":
+        k = inp // block_size
+    else:
+        k = (inp - 1) // block_size
+    return np.ascontiguousarray(np.clip(k, 0, n_blocks), dtype=np.int64)
+
 
 #: PrefixSim's RESULT keys, in its order; this project's extra keys follow them.
 RESULT_KEYS = ("trace", "algo", "cache_size", "cost_model", "block_id", "n_req", "n_req_skipped",
@@ -157,9 +189,15 @@ class Simulator:
     def __init__(self, specs: Sequence[CacheSpec], *, cost_model: str | CostModel = "uniform",
                  pin: bool = True, replay_order: str = "deepest-first", verify: bool = True,
                  dump_holes_dir: str | os.PathLike | None = None, trace_name: str = "",
-                 block_id: str = "prefix") -> None:
+                 block_id: str = "prefix", lookup: str = "all", block_size_tokens: int = 0,
+                 threads: int | None = None, chunk_entries: int = CHUNK_ENTRIES) -> None:
         if replay_order not in ("deepest-first", "prefix-order"):
             raise ShadowError(f"bad replay order {replay_order!r} (deepest-first or prefix-order)")
+        if lookup not in LOOKUP_MODES:
+            raise ShadowError(f"bad lookup mode {lookup!r} ({', '.join(LOOKUP_MODES)})")
+        if lookup != "all" and block_size_tokens <= 0:
+            raise ShadowError(f"lookup mode {lookup!r} needs the trace's block size in tokens "
+                              f"(the header has none)")
         if not specs:
             raise ShadowError("no cache to simulate")
         self.specs = list(specs)
@@ -169,11 +207,16 @@ class Simulator:
         self.verify = verify
         self.trace_name = trace_name
         self.block_id = block_id
+        self.lookup = lookup
+        self.block_size_tokens = int(block_size_tokens)
         self.runs: list[CacheRun] = []
         for s in self.specs:
             policy = make_policy(s.policy, s.capacity, s.params)
             self.runs.append(CacheRun(policy, pin, replay_order, verify))
         self._needs_next = [policy_info(s.policy).needs_next_access for s in self.specs]
+        self.chunk_entries = int(chunk_entries)
+        self._groups = self._make_groups(threads)
+        self._pool = None
         #: Next-access values recomputed without skipped requests, per capacity (the oracles);
         #: set by :func:`shadow.sim.oracle.attach_next_access`, None to use the trace's own.
         self.next_access_source = None
@@ -223,14 +266,56 @@ class Simulator:
         max_b = int(np.max(np.diff(offsets))) if n else 0
         self._ensure_costs(max_b + 1)
         ts = _timestamps(batch.records)
+        nm = (None if self.lookup == "all" else
+              lookup_counts(batch.records, np.diff(offsets), self.lookup, self.block_size_tokens))
         for run in self.runs:
             run.reserve(max_b + 1)
         src = self.next_access_source
+        per_cap: dict[int, np.ndarray] = {}
+        nxts = {}
         for spec, run, needs in zip(self.specs, self.runs, self._needs_next):
-            n_i = src.for_batch(spec.capacity, batch, nxt) if needs and src is not None else nxt
-            run.serve_batch(offsets, ids, n_i, ts, self._cost_exact, self._cost_int,
-                            int(batch.first_request))
+            if needs and src is not None:
+                if spec.capacity not in per_cap:
+                    per_cap[spec.capacity] = np.ascontiguousarray(
+                        src.for_batch(spec.capacity, batch, nxt), dtype=np.int64)
+                nxts[id(run)] = per_cap[spec.capacity]
+            else:
+                nxts[id(run)] = nxt
+        jobs = [(g, [nxts[id(r)] for r in g]) for g in self._groups]
+        args = (offsets, ids, ts, self._cost_exact, self._cost_int, int(batch.first_request),
+                nm, self.chunk_entries)
+        if len(jobs) == 1:
+            serve_chunks(jobs[0][0], jobs[0][1], *args)
+        else:
+            # NOTE: each group steps its caches with the GIL released (serve_chunks), so the
+            # groups run in parallel; results do not depend on the grouping (caches are independent).
+            futures = [self._executor().submit(serve_chunks, g, nx, *args) for g, nx in jobs[1:]]
+            serve_chunks(jobs[0][0], jobs[0][1], *args)
+            for f in futures:
+                f.result()
         self._report()
+
+    def _executor(self):
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+            self._pool = ThreadPoolExecutor(max_workers=len(self._groups) - 1,
+                                            thread_name_prefix="shadow-sim")
+        return self._pool
+
+    def _make_groups(self, threads: int | None) -> list[list[CacheRun]]:
+        """Split the caches into ``threads`` groups of about equal estimated work."""
+        if threads is None:
+            threads = os.cpu_count() or 1
+        n = max(1, min(int(threads), len(self.runs)))
+        loads = [0.0] * n
+        groups: list[list[CacheRun]] = [[] for _ in range(n)]
+        order = sorted(range(len(self.runs)),
+                       key=lambda i: -_WEIGHT.get(self.specs[i].policy, 2.0) * self.specs[i].capacity ** 0.25)
+        for i in order:
+            g = loads.index(min(loads))
+            groups[g].append(self.runs[i])
+            loads[g] += _WEIGHT.get(self.specs[i].policy, 2.0) * self.specs[i].capacity ** 0.25
+        return groups
 
     def _report(self) -> None:
         for i, (spec, run) in enumerate(zip(self.specs, self.runs)):
@@ -260,8 +345,14 @@ class Simulator:
                 run.max_hole_len, self._error(run)))
         return out
 
+    def _shutdown(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
     def close(self) -> None:
-        """Finish the hole dumps (rename each from its temporary name)."""
+        """Finish the hole dumps (rename each from its temporary name); stop the worker threads."""
+        self._shutdown()
         for run in self.runs:
             run.close_holes()
         for tmp, final in self._holes:
@@ -269,6 +360,7 @@ class Simulator:
         self._holes = []
 
     def abort(self) -> None:
+        self._shutdown()
         for run in self.runs:
             run.close_holes()
         for tmp, _ in self._holes:

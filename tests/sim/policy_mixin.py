@@ -58,6 +58,14 @@ def run_both(name: str, params: str, capacity: int, trace: list[list[int]], *, p
     return got, want, got_c, want_c, sim, ref
 
 
+def _spills(name: str, capacity: int, params: str) -> bool:
+    """True if the policy's reference can evict inside hit/insert (it has ``spilled``)."""
+    try:
+        return hasattr(make_reference(name, capacity, params), "spilled")
+    except LookupError:
+        return False
+
+
 class PolicyMixin:
     NAME: str = ""
     PARAMS: str = ""
@@ -176,7 +184,10 @@ class PolicyMixin:
         r = sim.results()[0]
         assert r.error is None
         assert sim.runs[0].policy.n_resident <= capacity
-        assert r.n_unexpected_eviction == 0
+        if not _spills(self.NAME, capacity, self.PARAMS):
+            # NOTE: twoq/slru may evict inside insert (libCacheSim's spilled evictions), which
+            # the loop counts as unexpected; every other policy evicts only when asked.
+            assert r.n_unexpected_eviction == 0
         assert r.n_prefix_hits <= r.n_hits <= r.n_blocks
         assert r.hole_len_sum == r.n_blocks - r.n_hits          # holes add up to the misses
         if pin and policy_info(self.NAME).honours_pins:

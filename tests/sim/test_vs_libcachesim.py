@@ -42,6 +42,10 @@ class LibCacheSimAdapter:
     def __init__(self, cache) -> None:
         self.cache = cache
         self.resident: set[int] = set()
+        #: victims of evictions libcachesim made inside ``get`` (twoq's Am spill): the reference
+        #: loop drains them as unexpected evictions, as the Cython loop counts a drop in residents
+        self.spilled: list[int] = []
+        self.pinned: set[int] = set()     # set by the reference loop; libcachesim ignores pins
 
     def _req(self, b: int, acc=None):
         r = lcs.Request()
@@ -63,10 +67,20 @@ class LibCacheSimAdapter:
     def insert(self, b: int, acc) -> None:
         assert not self.cache.get(self._req(b, acc))
         self.resident.add(b)
+        if self.cache.get_n_obj() < len(self.resident):
+            gone = [x for x in self.resident if not self.find(x)]
+            self.resident.difference_update(gone)
+            self.spilled.extend(gone)
 
     def evict(self, acc, pinned: set[int]) -> int:
         assert not pinned, "libcachesim cannot honour pins"
-        self.cache.evict(self._req(acc.block_id, acc))
+        # NOTE: libCacheSim's S3FIFO evict may only promote small-queue blocks to main and
+        # evict nothing; shadow's evict always removes one block, so loop until one leaves.
+        before = self.cache.get_n_obj()
+        for _ in range(len(self.resident) + 8):
+            self.cache.evict(self._req(acc.block_id, acc))
+            if self.cache.get_n_obj() < before:
+                break
         gone = [b for b in self.resident if not self.find(b)]
         assert len(gone) == 1, gone
         self.resident.discard(gone[0])

@@ -20,6 +20,7 @@ from shadow.sim.policies._dlist cimport (DList, dl_init, dl_free, dl_push_head, 
 
 DEFAULTS = "n-bit-counter=1,init-freq=0"
 HONOURS_PINS = True
+STRICT_PINS = True      # never a pinned victim while an unpinned block exists
 NEEDS_NEXT_ACCESS = False
 DESCRIPTION = "CLOCK / second chance with an n-bit counter (libCacheSim Clock)"
 

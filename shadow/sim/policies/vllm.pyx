@@ -27,6 +27,7 @@ from shadow.sim.policies._dlist cimport DList, dl_init, dl_free, dl_push_head, d
 
 DEFAULTS = ""
 HONOURS_PINS = True
+STRICT_PINS = True      # never a pinned victim while an unpinned block exists
 NEEDS_NEXT_ACCESS = False
 DESCRIPTION = "vLLM BlockPool: LRU free queue in release order, tail blocks released first"
 

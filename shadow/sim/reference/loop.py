@@ -73,9 +73,11 @@ class RefCache:
         self.pins.pop(victim, None)
 
     def serve(self, ids: Sequence[int], next_access: Sequence[int] | None = None,
-              timestamp_s: float = -1.0) -> Served:
+              timestamp_s: float = -1.0, n_match: int | None = None) -> Served:
+        """Serve one request; only ``ids[:n_match]`` are looked up (counted), all are accessed."""
         ids = [int(x) for x in ids]
         B = len(ids)
+        M = B if n_match is None else max(0, min(int(n_match), B))
         nxt = list(next_access) if next_access is not None else [-1] * B
         if self.failed:
             return Served("failed")
@@ -93,6 +95,12 @@ class RefCache:
         in_prefix = True
         n_hits = n_prefix = 0
         for i, (b, h) in enumerate(zip(ids, hits)):
+            if not h:
+                missing.add(b)
+                if first_miss is None:
+                    first_miss = i
+            if i >= M:
+                continue                     # accessed, not looked up
             self.n_blocks += 1
             self.total_cost += costs[i]
             if h:
@@ -103,16 +111,13 @@ class RefCache:
                     self.prefix_saved_cost += costs[i]
             else:
                 in_prefix = False
-                missing.add(b)
-                if first_miss is None:
-                    first_miss = i
         self.n_hits += n_hits
         self.n_prefix_hits += n_prefix
         i = 0
-        while i < B:
+        while i < M:
             if not hits[i]:
                 s = i
-                while i < B and not hits[i]:
+                while i < M and not hits[i]:
                     i += 1
                 self.holes.append((s, i - s))
             else:
@@ -128,16 +133,29 @@ class RefCache:
             f = first_miss
             acc = Acc(ids[f], llround(costs[f]), costs[f], nxt[f], V0, V0 + B, f)
             progress = 0
+            batched = getattr(p, "evict_n", None)
             while progress < needed:
-                victim = p.evict(acc, self.pinned())
-                assert victim, "reference policy could not evict"
-                self._evicted(victim)
-                self.n_eviction += 1
-                if victim in alpha:
-                    self.n_self_eviction += 1
+                # NOTE: like the Cython loop, a policy with a batched evict_n is asked for all the
+                # victims still needed at once (sampling policies draw one sample per batch).
+                if batched is not None:
+                    victims = list(batched(acc, needed - progress, self.pinned()))
                 else:
-                    progress += 1
+                    victims = [p.evict(acc, self.pinned())]
+                assert victims and all(victims), "reference policy could not evict"
+                for victim in victims:
+                    self._evicted(victim)
+                    self.n_eviction += 1
+                    if victim in alpha:
+                        self.n_self_eviction += 1
+                    else:
+                        progress += 1
         # 3. access
+        spills = hasattr(p, "spilled")
+        if spills:
+            # NOTE: a policy that can evict inside hit/insert (twoq, slru) reads the pins from
+            # ``pinned`` there; its victims come back in ``spilled`` (unexpected evictions).
+            p.spilled.clear()
+            p.pinned = self.pinned()
         p.on_request(Ctx(ids, B, timestamp_s, V0 + B, V0))
         order = range(B - 1, -1, -1) if self.deepest_first else range(B)
         for i in order:
@@ -150,8 +168,16 @@ class RefCache:
                     victim = p.evict(acc, self.pinned())
                     assert victim, "reference policy could not evict in the access phase"
                     self._evicted(victim)
+                    if spills:
+                        p.pinned.discard(victim)
                     self.n_unexpected_eviction += 1
                 p.insert(ids[i], acc)
+            if spills and p.spilled:
+                for victim in p.spilled:
+                    self._evicted(victim)
+                    p.pinned.discard(victim)
+                    self.n_unexpected_eviction += 1
+                p.spilled.clear()
         # 4. verify
         if self.verify:
             for b in ids:
