@@ -181,9 +181,14 @@ cdef void *_zalloc_huge(size_t size) noexcept nogil:
     return p
 
 
+cdef inline size_t _huge_len(size_t size) noexcept nogil:
+    # bytes mapped by _zalloc_huge(size)
+    return ((size + HUGE - 1) & ~(<size_t>HUGE - 1)) or HUGE
+
+
 cdef void _free_huge(void *p, size_t size) noexcept nogil:
     if p != NULL:
-        munmap(p, ((size + HUGE - 1) & ~(<size_t>HUGE - 1)) or HUGE)
+        munmap(p, _huge_len(size))
 
 # NOTE: ids and parents are stored in 32 bits (16-byte slots); 2**32 - 1 unique blocks would
 # need a 100+ GiB table, far beyond the converter's memory budget on any machine we target.
@@ -206,8 +211,9 @@ cdef class InternTable:
 
     Invariant: an entry with key (p, r) and path hash h sits on the probe chain from ``h & mask``
     with no empty slot between, and ``hashes[id] == h``; load stays at most 5/8.  Memory per
-    unique pair: 26-51 bytes of table plus 8 of path hash (``hashes``, kept for rehashing), 85
-    for a moment while the table doubles (old and new table side by side).
+    unique pair: 26-51 bytes of table plus 8 of path hash (``hashes``, kept for rehashing); while
+    the table doubles, the old one is unmapped as the rehash passes it, so the peak is about the
+    new table's 51 bytes plus the path hashes.
     """
 
     cdef Slot *slots
@@ -274,6 +280,9 @@ cdef class InternTable:
         cdef uint64_t s, p
         cdef uint32_t i
         cdef void *q
+        cdef uint64_t per_huge = HUGE // sizeof(Slot)
+        cdef size_t mapped = _huge_len(old_size * sizeof(Slot))
+        cdef size_t freed = 0
         if t == NULL:
             return -1
         for s in range(old_size):
@@ -285,7 +294,14 @@ cdef class InternTable:
                 while t[p].id != 0:
                     p = (p + 1) & m
                 t[p] = old[s]
-        _free_huge(old, old_size * sizeof(Slot))
+            if (s + 1) % per_huge == 0:
+                # NOTE: old slots are never read again once passed: unmap them as we go, so the
+                # peak is about the new table alone rather than old and new side by side (the
+                # new table's pages are touched as progressively, near s and s + old_size).
+                munmap(<char *>old + freed, HUGE)
+                freed += HUGE
+        if mapped > freed:
+            munmap(<char *>old + freed, mapped - freed)
         self.slots = t
         self.mask = m
         q = _realloc(self.hashes, 8 * _max_entries(size))
