@@ -62,7 +62,8 @@ def test_registry_lists_every_policy_of_the_issue():
     names = set(list_policies())
     assert names == {"lru", "fifo", "clock", "sieve", "s3fifo", "twoq", "arc", "slru", "lfu",
                      "gdsf", "belady", "belady_compute", "random_compute",
-                     "random_compute_small_queue", "partial_node_random_compute", "vllm"}
+                     "random_compute_small_queue", "partial_node_random_compute",
+                     "partial_node_random_freq", "vllm"}
     assert set(REFERENCES) == names
 
 
