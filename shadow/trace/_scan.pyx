@@ -129,6 +129,11 @@ cdef inline Py_ssize_t _number(const uint8_t *p, Py_ssize_t i, Py_ssize_t e, int
     if p[i] == 48:  # '0': no leading zeros
         i += 1
     elif 49 <= p[i] <= 57:
+        # NOTE: 19 digits cannot overflow 64 bits: no check in the common loop
+        s = i + 19 if e - i > 19 else e
+        while i < s and 48 <= p[i] <= 57:
+            v = v * 10 + (p[i] - 48)
+            i += 1
         while i < e and 48 <= p[i] <= 57:
             d = p[i] - 48
             if v > (<uint64_t>0xFFFFFFFFFFFFFFFF - d) // 10:
