@@ -1,0 +1,274 @@
+"""The live shadow's costs, with baselines measured in the same run.
+
+    flock /tmp/vllm.lock .venv/bin/python bench/bench_connector.py [--quick]
+
+Measures (writes bench/out/bench_connector.json; figures go to docs/performance.md):
+
+* hooks    the scheduler-side hook cost per request (``get_num_new_matched_tokens`` +
+           ``update_state_after_alloc`` + ``request_finished``) of a real ShadowConnector inside a
+           real in-process engine (default policies x capacities), on real ``vllm.v1.request.
+           Request`` objects hashed by the engine's own block hasher, for 8, 64 and 512 blocks;
+           once with the worker drained between requests (the hook alone) and once back to back
+           (the worker competing for the GIL).  Target: median <= 20 us + 0.1 us/block.
+* worker   the worker's sustained rate with 5 policies x 4 capacities: admissions and releases of
+           the bundled trace's requests (hashes as 32-byte digests, interning included) queued
+           up front, then drained by the worker thread.  Target: >= 1M block lookups/s in total.
+* concurrency  the gap between the shadow ``vllm`` policy at the engine's capacity and the
+           engine's own per-request hits, with the fidelity workload sent 1, 4 and 8 at a time.
+* engine   request latency of the same in-process engine and workload without and with the
+           connector, alternating (off, on, off, on) so drift shows.  Target: no difference
+           beyond noise (the two "off" rounds give the noise).
+
+Timing thresholds live here, never in tests.  The machine is shared: read the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "bench" / "out"
+sys.path.insert(0, str(ROOT))
+
+from tests.vllm_support import (BLOCK_SIZE, inprocess_llm, random_token_ids,  # noqa: E402
+                                tiny_model_path)
+
+
+def _pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def _shadow_ktc(extra: dict):
+    from vllm.config import KVTransferConfig
+
+    return KVTransferConfig(kv_connector="ShadowConnector",
+                            kv_connector_module_path="shadow.connector", kv_role="kv_producer",
+                            kv_connector_extra_config=extra)
+
+
+# ---------------------------------------------------------------------------------------------
+def bench_hooks(n_per_size: int) -> dict:
+    from vllm import SamplingParams
+    from vllm.v1.request import Request
+
+    from shadow.connector.connector import INSTANCES
+
+    out: dict = {}
+    with inprocess_llm(tiny_model_path(), kv_transfer_config=_shadow_ktc({"engine_id": "bench"}),
+                       num_gpu_blocks_override=4096, max_model_len=2048) as llm:
+        core = llm.llm_engine.engine_core.engine_core
+        hasher = core.request_block_hasher
+        conn = [c for c in INSTANCES if c.cfg.engine_id == "bench"][0]
+        out["caches"] = len(conn.cache_keys)
+        sp = SamplingParams(max_tokens=1)
+        for n_blocks in (8, 64, 512):
+            for mode in ("drained", "back_to_back"):
+                reqs = []
+                for i in range(n_per_size):
+                    # NOTE: a shared prefix of half the blocks, so lookups hit and miss
+                    toks = (random_token_ids(n_blocks * BLOCK_SIZE // 2, seed=n_blocks)
+                            + random_token_ids(n_blocks * BLOCK_SIZE // 2 + 5,
+                                               seed=10_000 * n_blocks + i))
+                    reqs.append(Request(f"bench-{mode}-{n_blocks}-{i}", toks, sp, None,
+                                        block_hasher=hasher))
+                assert len(reqs[0].block_hashes) == n_blocks
+                admit_us, finish_us = [], []
+                pc = time.perf_counter_ns
+                dropped0 = conn.counters.dropped
+                for r in reqs:
+                    t0 = pc()
+                    conn.get_num_new_matched_tokens(r, 0)
+                    conn.update_state_after_alloc(r, None, 0)
+                    t1 = pc()
+                    r.num_computed_tokens = r.num_tokens - 1
+                    t2 = pc()
+                    conn.request_finished(r, [])
+                    t3 = pc()
+                    admit_us.append((t1 - t0) / 1e3)
+                    finish_us.append((t3 - t2) / 1e3)
+                    if mode == "drained":
+                        conn.flush()
+                conn.flush(600)
+                total = [a + f for a, f in zip(admit_us, finish_us)]
+                target = 20.0 + 0.1 * n_blocks
+                out[f"{mode}/{n_blocks}"] = {
+                    "blocks": n_blocks, "requests": n_per_size,
+                    "median_us": round(statistics.median(total), 2),
+                    "p90_us": round(_pct(total, 0.9), 2), "p99_us": round(_pct(total, 0.99), 2),
+                    "admit_median_us": round(statistics.median(admit_us), 2),
+                    "finish_median_us": round(statistics.median(finish_us), 2),
+                    "target_us": target,
+                    "meets_target": statistics.median(total) <= target,
+                    "dropped": conn.counters.dropped - dropped0,
+                }
+                print("hooks", mode, out[f"{mode}/{n_blocks}"], flush=True)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+def bench_worker(max_requests: int) -> dict:
+    from shadow.connector.config import parse_extra_config
+    from shadow.connector.worker import ADMIT, RELEASE, CACHE_FIELDS, ShadowWorker
+    from shadow.trace import bundled_trace_path, open_trace
+
+    B = 512  # the bundled Mooncake trace's tokens per block
+    reqs = []
+    with open_trace(bundled_trace_path()) as tr:
+        for batch in tr:
+            for i in range(batch.n_requests):
+                ids = batch.request_blocks(i)
+                n_in = int(batch.records[i]["input_length"])
+                reqs.append(([int(x).to_bytes(32, "little") for x in ids], n_in))
+                if len(reqs) >= max_requests:
+                    break
+            if len(reqs) >= max_requests:
+                break
+    # NOTE: engine capacity chosen so the 4 capacities span "thrashing" to "holds most"
+    cfg = parse_extra_config({"policies": ["vllm", "lru", "s3fifo", "arc", "sieve"],
+                              "queue_size": 4 * len(reqs) + 16, "prediction_log_size": 1024},
+                             block_size=B, engine_blocks=4096)
+    w = ShadowWorker(cfg, start=False)
+    for k, (hashes, n_in) in enumerate(reqs):
+        w.submit((ADMIT, f"r{k}", hashes, n_in, 0, False, float(k)))
+        w.submit_control((RELEASE, f"r{k}", [], 10, float(k) + 0.5, n_in, 1 if n_in % B else 0))
+    c0 = time.process_time()
+    t0 = time.perf_counter()
+    w.start()
+    assert w.flush(3600)
+    wall = time.perf_counter() - t0
+    cpu = time.process_time() - c0
+    w.stop()
+    snap = w.snapshot
+    li = CACHE_FIELDS.index("block_lookups")
+    lookups = sum(row[li] for row in snap.caches)
+    admitted_blocks = sum(len(h) for h, _ in reqs) * len(snap.caches)
+    res = {"caches": len(snap.caches), "capacities": list(cfg.capacities),
+           "requests": len(reqs), "lookups": int(lookups), "wall_s": round(wall, 3),
+           "cpu_s": round(cpu, 3), "lookups_per_s": round(lookups / wall),
+           "blocks_admitted_per_s": round(admitted_blocks / wall),
+           "requests_per_s": round(len(reqs) / wall), "meets_target": lookups / wall >= 1e6}
+    print("worker", res, flush=True)
+    return res
+
+
+# ---------------------------------------------------------------------------------------------
+def bench_engine(n_requests: int) -> dict:
+    from vllm import SamplingParams, TokensPrompt
+
+    systems = [random_token_ids(n, seed=70 + n) for n in (200, 330, 480)]
+    prompts = [systems[i % 3] + random_token_ids(20 + (i * 37) % 150, seed=900 + i)
+               for i in range(n_requests)]
+    sp = SamplingParams(max_tokens=8, ignore_eos=True, temperature=0.0)
+    rounds = []
+    for label in ("off", "on", "off", "on"):
+        kw = dict(num_gpu_blocks_override=256, max_model_len=1024)
+        if label == "on":
+            kw["kv_transfer_config"] = _shadow_ktc({"engine_id": f"lat{len(rounds)}"})
+        with inprocess_llm(tiny_model_path(), **kw) as llm:
+            for p in prompts[:3]:  # warm-up
+                llm.generate([TokensPrompt(prompt_token_ids=p)], sp, use_tqdm=False)
+            lat = []
+            for p in prompts:
+                t = time.perf_counter()
+                llm.generate([TokensPrompt(prompt_token_ids=p)], sp, use_tqdm=False)
+                lat.append((time.perf_counter() - t) * 1e3)
+        gc.collect()
+        r = {"connector": label, "median_ms": round(statistics.median(lat), 3),
+             "p90_ms": round(_pct(lat, 0.9), 3), "mean_ms": round(statistics.fmean(lat), 3)}
+        print("engine", r, flush=True)
+        rounds.append(r)
+    off = [r["median_ms"] for r in rounds if r["connector"] == "off"]
+    on = [r["median_ms"] for r in rounds if r["connector"] == "on"]
+    return {"rounds": rounds, "requests_per_round": n_requests,
+            "median_on_over_off": round(statistics.fmean(on) / statistics.fmean(off), 4),
+            "noise_off_vs_off": round(abs(off[0] - off[1]) / statistics.fmean(off), 4)}
+
+
+def bench_concurrency(batch: int) -> dict:
+    """The gap between the shadow ``vllm`` policy at the engine's capacity and the engine's own
+    hits when ``batch`` requests run at once (the fidelity workload, sent ``batch`` at a time)."""
+    from vllm import SamplingParams, TokensPrompt
+
+    from shadow.connector.connector import INSTANCES
+    from tests.connector.test_fidelity import NUM_BLOCKS, _workload
+
+    steps = _workload(seed=7) + _workload(seed=8)
+    conversations: dict[int, list[int]] = {}
+    eng, sh, lens = [], [], []
+    tag = f"conc{batch}"
+    with inprocess_llm(tiny_model_path(), kv_transfer_config=_shadow_ktc(
+            {"policies": ["vllm"], "capacity_factors": [1], "engine_id": tag,
+             "prediction_log_size": 10_000}),
+            num_gpu_blocks_override=NUM_BLOCKS, max_model_len=768) as llm:
+        conn = [c for c in INSTANCES if c.cfg.engine_id == tag][0]
+        key = f"vllm|{conn.cfg.engine_blocks}"
+        for g in range(0, len(steps), batch):
+            group = steps[g:g + batch]
+            prompts, sps = [], []
+            for kind, k, new, max_tokens in group:
+                if kind == "turn":
+                    prompt = conversations.get(k, random_token_ids(50, seed=500 + k)) + new
+                else:
+                    prompt = list(k) + new
+                prompts.append(prompt[-700:])
+                sps.append(SamplingParams(max_tokens=max_tokens, ignore_eos=True,
+                                          temperature=0.0))
+            n_before = len(conn.predictions())
+            outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], sps,
+                                use_tqdm=False)
+            assert conn.flush()
+            preds = conn.predictions()[n_before:]
+            by_len: dict[int, list] = {}
+            for p in preds:
+                by_len.setdefault(p.num_tokens, []).append(p)
+            for (kind, k, _n, _m), prompt, out in zip(group, prompts, outs):
+                if kind == "turn":
+                    conversations[k] = prompt + list(out.outputs[0].token_ids)
+                # NOTE: admissions follow submission order; equal lengths pair up in that order
+                p = by_len[len(prompt)].pop(0)
+                eng.append(out.num_cached_tokens)
+                sh.append(p.prefix_hit_tokens[key])
+                lens.append(len(prompt))
+    diff = [s - e for s, e in zip(sh, eng)]
+    res = {"batch": batch, "requests": len(eng), "exact": sum(d == 0 for d in diff),
+           "shadow_more": sum(d > 0 for d in diff), "shadow_less": sum(d < 0 for d in diff),
+           "engine_hit_tokens": sum(eng), "shadow_hit_tokens": sum(sh),
+           "query_tokens": sum(lens), "mean_abs_diff_tokens": round(
+               statistics.fmean(abs(d) for d in diff), 2)}
+    print("concurrency", res, flush=True)
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="fewer requests (a smoke run)")
+    ap.add_argument("--only", choices=["hooks", "worker", "engine", "concurrency"], default=None)
+    a = ap.parse_args()
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    res: dict = {}
+    if a.only in (None, "worker"):
+        res["worker"] = bench_worker(2000 if a.quick else 23_608)
+    if a.only in (None, "hooks"):
+        res["hooks"] = bench_hooks(100 if a.quick else 400)
+    if a.only in (None, "concurrency"):
+        res["concurrency"] = [bench_concurrency(b) for b in (1, 4, 8)]
+    if a.only in (None, "engine"):
+        res["engine"] = bench_engine(10 if a.quick else 40)
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / "bench_connector.json"
+    old = json.loads(path.read_text()) if path.exists() else {}
+    old.update(res)
+    path.write_text(json.dumps(old, indent=1))
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
