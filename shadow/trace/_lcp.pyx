@@ -148,6 +148,14 @@ cdef struct Slot:
 cdef extern from *:
     void __builtin_prefetch(const void *p) nogil
 
+cdef extern from *:
+    """
+    #include <sys/mman.h>
+    #ifndef MADV_HUGEPAGE  /* not Linux: plain pages (0 is MADV_NORMAL) */
+    #define MADV_HUGEPAGE 0
+    #endif
+    """
+
 cdef extern from "sys/mman.h" nogil:
     void *mmap(void *addr, size_t length, int prot, int flags, int fd, long offset)
     int munmap(void *addr, size_t length)
