@@ -79,6 +79,13 @@ class Recorder:
         self.bytes_total = 0      # compressed bytes written, all segments (shadow_recorded_bytes)
         self.n_recorded = 0       # requests written (shadow_recorded_requests)
         self.finished: list[str] = []
+        # NOTE: imported now, at start-up: a first import on the worker thread holds the GIL for
+        # about a second (numpy, zstandard), stalling the scheduler thread mid-request.
+        try:
+            from shadow.trace import LcpWriter
+        except ImportError:  # NOTE: the trace package's __init__ may not export it yet
+            from shadow.trace.writer import LcpWriter
+        self._writer_cls = LcpWriter
         try:
             os.makedirs(directory, exist_ok=True)
             if not os.access(directory, os.W_OK | os.X_OK):
@@ -136,16 +143,11 @@ class Recorder:
 
     # -- internals ----------------------------------------------------------------------------
     def _open(self, now: float) -> None:
-        try:
-            from shadow.trace import LcpWriter
-        except ImportError:  # NOTE: the trace package's __init__ may not export it yet
-            from shadow.trace.writer import LcpWriter
-
         ts = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
         name = f"{self.prefix}-{ts}-{self._seq:06d}{SEGMENT_SUFFIX}"
         self._seq += 1
         path = os.path.join(self.directory, name)
-        self._w = LcpWriter(path, block_size_tokens=self.block_size, producer=self.producer,
+        self._w = self._writer_cls(path, block_size_tokens=self.block_size, producer=self.producer,
                             compress=True)
         self._opened_at = now
         self._last_flush = now

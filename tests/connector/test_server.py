@@ -64,12 +64,23 @@ def test_openai_server_metrics_recording_and_kill_9(tmp_path):
     args = ["--kv-transfer-config", _ktc(extra), "--num-gpu-blocks-override", str(NUM_BLOCKS),
             "--enable-prompt-tokens-details", "--served-model-name", "tiny", "--max-model-len", "1024"]
     with start_openai_server(model, extra_args=args) as url:
+        own_url = f"http://127.0.0.1:{own_port}/metrics"
         cached = []
-        for p in prompts:
+
+        def send(p):
             body = {"model": "tiny", "prompt": p, "max_tokens": 4, "ignore_eos": True,
                     "temperature": 0.0}
             cached.append(http_post_json(url + "/v1/completions", body)
                           ["usage"]["prompt_tokens_details"]["cached_tokens"])
+
+        for p in prompts[:-1]:
+            send(p)
+        # NOTE: shadow deltas reach vLLM's /metrics with the engine's next step; wait until the
+        # worker has caught up (own endpoint, read at scrape time), then send the last request,
+        # whose steps carry everything before it.
+        _wait_metrics(own_url, lambda o: metric_sum(o, "shadow_recorded_requests_total")
+                      == len(prompts) - 1)
+        send(prompts[-1])
         n = len(prompts)
         cap = str(NUM_BLOCKS - 1)
 
@@ -106,7 +117,7 @@ def test_openai_server_metrics_recording_and_kill_9(tmp_path):
         assert metric_sum(m, "shadow_errors_total") == 0
 
         # the own endpoint (engine-core process, 127.0.0.1): same names, cumulative values
-        own = _wait_metrics(f"http://127.0.0.1:{own_port}/metrics",
+        own = _wait_metrics(own_url,
                             lambda o: metric_sum(o, "shadow_recorded_requests_total") == n)
         assert metric_sum(own, "shadow_recorded_requests_total") == n
         assert metric_sum(own, "shadow_prefix_hit_tokens_total", policy="vllm",
