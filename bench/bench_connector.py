@@ -16,7 +16,8 @@ Measures (writes bench/out/bench_connector.json; figures go to docs/performance.
 * concurrency  the gap between the shadow ``vllm`` policy at the engine's capacity and the
            engine's own per-request hits, with the fidelity workload sent 1, 4 and 8 at a time.
 * engine   request latency of the same in-process engine and workload without and with the
-           connector, alternating (off, on, off, on) so drift shows.  Target: no difference
+           connector, alternating (off, on, off, on), each round in a fresh process, so drift
+           shows.  Target: no difference
            beyond noise (the two "off" rounds give the noise).
 
 Timing thresholds live here, never in tests.  The machine is shared: read the ratios.
@@ -160,31 +161,48 @@ def bench_worker(max_requests: int) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------
-def bench_engine(n_requests: int) -> dict:
+def _engine_prompts(n_requests: int) -> list[list[int]]:
+    systems = [random_token_ids(n, seed=70 + n) for n in (200, 330, 480)]
+    return [systems[i % 3] + random_token_ids(20 + (i * 37) % 150, seed=900 + i)
+            for i in range(n_requests)]
+
+
+def engine_round(label: str, n_requests: int) -> dict:
+    """One engine, with (``on``) or without (``off``) the connector: per-request latency."""
     from vllm import SamplingParams, TokensPrompt
 
-    systems = [random_token_ids(n, seed=70 + n) for n in (200, 330, 480)]
-    prompts = [systems[i % 3] + random_token_ids(20 + (i * 37) % 150, seed=900 + i)
-               for i in range(n_requests)]
+    prompts = _engine_prompts(n_requests)
     sp = SamplingParams(max_tokens=8, ignore_eos=True, temperature=0.0)
+    kw = dict(num_gpu_blocks_override=256, max_model_len=1024)
+    if label == "on":
+        kw["kv_transfer_config"] = _shadow_ktc({"engine_id": "latency"})
+    with inprocess_llm(tiny_model_path(), **kw) as llm:
+        for p in prompts[:3]:  # warm-up
+            llm.generate([TokensPrompt(prompt_token_ids=p)], sp, use_tqdm=False)
+        lat = []
+        for p in prompts:
+            t = time.perf_counter()
+            llm.generate([TokensPrompt(prompt_token_ids=p)], sp, use_tqdm=False)
+            lat.append((time.perf_counter() - t) * 1e3)
+    return {"connector": label, "median_ms": round(statistics.median(lat), 3),
+            "p90_ms": round(_pct(lat, 0.9), 3), "mean_ms": round(statistics.fmean(lat), 3)}
+
+
+def bench_engine(n_requests: int) -> dict:
+    """Rounds off, on, off, on, each in a fresh process (an engine started after another in the
+    same process runs slower: leftover threads), so the two "off" rounds give the noise."""
+    import subprocess
+
     rounds = []
     for label in ("off", "on", "off", "on"):
-        kw = dict(num_gpu_blocks_override=256, max_model_len=1024)
-        if label == "on":
-            kw["kv_transfer_config"] = _shadow_ktc({"engine_id": f"lat{len(rounds)}"})
-        with inprocess_llm(tiny_model_path(), **kw) as llm:
-            for p in prompts[:3]:  # warm-up
-                llm.generate([TokensPrompt(prompt_token_ids=p)], sp, use_tqdm=False)
-            lat = []
-            for p in prompts:
-                t = time.perf_counter()
-                llm.generate([TokensPrompt(prompt_token_ids=p)], sp, use_tqdm=False)
-                lat.append((time.perf_counter() - t) * 1e3)
-        gc.collect()
-        r = {"connector": label, "median_ms": round(statistics.median(lat), 3),
-             "p90_ms": round(_pct(lat, 0.9), 3), "mean_ms": round(statistics.fmean(lat), 3)}
-        print("engine", r, flush=True)
-        rounds.append(r)
+        r = subprocess.run([sys.executable, __file__, "--engine-round", label,
+                            "--requests", str(n_requests)], capture_output=True, text=True,
+                           timeout=900, cwd=ROOT)
+        if r.returncode != 0:
+            raise RuntimeError(f"engine round {label} failed:\n{r.stderr[-3000:]}")
+        res = json.loads(r.stdout.strip().splitlines()[-1])
+        print("engine", res, flush=True)
+        rounds.append(res)
     off = [r["median_ms"] for r in rounds if r["connector"] == "off"]
     on = [r["median_ms"] for r in rounds if r["connector"] == "on"]
     return {"rounds": rounds, "requests_per_round": n_requests,
@@ -251,8 +269,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer requests (a smoke run)")
     ap.add_argument("--only", choices=["hooks", "worker", "engine", "concurrency"], default=None)
+    ap.add_argument("--engine-round", choices=["on", "off"], default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--requests", type=int, default=40, help=argparse.SUPPRESS)
     a = ap.parse_args()
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    if a.engine_round:
+        print(json.dumps(engine_round(a.engine_round, a.requests)))
+        return
     res: dict = {}
     if a.only in (None, "worker"):
         res["worker"] = bench_worker(2000 if a.quick else 23_608)

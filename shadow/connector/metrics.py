@@ -165,6 +165,7 @@ class ShadowPromMetrics(KVConnectorPromMetrics):
                                     labelnames=list(labelnames), multiprocess_mode="mostrecent")
         self._cap = self._gauge_cls(name=CAPACITY_GAUGE, documentation=CAPACITY_HELP,
                                     labelnames=list(labelnames), multiprocess_mode="mostrecent")
+        self._children: dict[tuple[int, str], list] = {}
         for idx, values in per_engine_labelvalues.items():
             for f in ENGINE_FIELDS:
                 self._engine[f].labels(*values)
@@ -175,9 +176,14 @@ class ShadowPromMetrics(KVConnectorPromMetrics):
             base = [str(v) for v in self.per_engine_labelvalues.get(
                 engine_idx, next(iter(self.per_engine_labelvalues.values()), []))]
             for key, row in transfer_stats_data.get("c", {}).items():
-                policy, cap = split_key(key)
-                for f, v in zip(CACHE_FIELDS, row):
-                    child = self._cache[f].labels(*base, policy, cap)
+                # NOTE: labelled children cached per (engine, cache): observe runs every engine
+                # step with a delta, and labels() costs microseconds per call
+                children = self._children.get((engine_idx, key))
+                if children is None:
+                    policy, cap = split_key(key)
+                    children = [self._cache[f].labels(*base, policy, cap) for f in CACHE_FIELDS]
+                    self._children[(engine_idx, key)] = children
+                for child, v in zip(children, row):
                     if v > 0:
                         child.inc(v)
             for f, v in transfer_stats_data.get("e", {}).items():
