@@ -21,11 +21,11 @@ Memory: base 40 B/slot + dense set 8 + next 8 + cost 8 = 64 B/slot.
 
 from libc.stdint cimport int64_t, int32_t, uint64_t
 from libc.stdlib cimport malloc, free
-from libc.math cimport log, INFINITY
+from libc.math cimport log, exp, INFINITY
 from libc.float cimport DBL_MAX
 
 from shadow.sim.policy cimport Policy, Access
-from shadow.sim.policies.random_compute cimport SampledPolicy, dense_add
+from shadow.sim.policies.random_compute cimport SampledPolicy, dense_add, pick_push
 
 from shadow.sim.policies.random_compute import check_sampling_params
 
@@ -62,6 +62,40 @@ cdef class BeladyCompute(SampledPolicy):
         if c < 1:
             c = 1
         return -(log(<double>(nxt - now)) - log(<double>c))
+
+    cdef int64_t _pick(self, int64_t now, int64_t b) noexcept nogil:
+        """``pick_best`` over ``_score``, taking the two ``log`` only for a draw that may enter the
+        ``b`` best kept so far."""
+        cdef int64_t nc = self._draw_slots(), i, m = 0, nxt, c
+        cdef int32_t s
+        cdef double sc, thr = 0.0, lim = 0.0
+        cdef int32_t* out = self.best
+        cdef double* out_score = self.best_score
+        for i in range(nc):
+            s = self.cand[i]
+            nxt = self.next_acc[s]
+            if nxt < 0:
+                sc = -INFINITY
+            elif nxt <= now:
+                sc = DBL_MAX / 2
+            else:
+                c = self.cost[s]
+                if c < 1:
+                    c = 1
+                if m == b:
+                    if out_score[m - 1] != thr:
+                        # NOTE: the b-th kept score changed: ratio form of the threshold.
+                        # -(ln(a) - ln(c)) >= thr iff a / c <= exp(-thr); lim is shaved by 1e-9,
+                        # far above the few ulps of rounding in the logs, so a draw skipped here
+                        # is one pick_push would skip.  thr = -inf skips everything (so does
+                        # pick_push); thr = DBL_MAX / 2 gives lim = 0 (nothing skipped).
+                        thr = out_score[m - 1]
+                        lim = exp(-thr) * (1.0 - 1e-9)
+                    if <double>(nxt - now) <= lim * <double>c:
+                        continue
+                sc = -(log(<double>(nxt - now)) - log(<double>c))
+            m = pick_push(out, out_score, m, b, s, sc)
+        return m
 
     cdef void hit(self, int64_t slot, const Access* acc) noexcept nogil:
         self.next_acc[slot] = acc.next_access

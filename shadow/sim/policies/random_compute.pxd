@@ -77,6 +77,32 @@ cdef int64_t pick_best(const int32_t* cand, const double* score, int64_t n, int6
                        int32_t* out, double* out_score) noexcept nogil
 
 
+cdef inline int64_t pick_push(int32_t* out, double* out_score, int64_t m, int64_t b,
+                              int32_t s, double sc) noexcept nogil:
+    """One step of :c:func:`pick_best`: offer draw ``s`` of score ``sc`` to the ``m`` kept so far
+    (ascending, at most ``b``); return the new count."""
+    cdef int64_t j
+    if m == b and not (sc < out_score[m - 1]):
+        return m
+    # NOTE: a repeated draw has the same score as its first occurrence, which is either still
+    # in the list (skip it) or was pushed out by strictly better ones (the test above skips it).
+    for j in range(m):
+        if out[j] == s:
+            return m
+    if m < b:
+        j = m
+        m += 1
+    else:
+        j = m - 1
+    while j > 0 and sc < out_score[j - 1]:
+        out[j] = out[j - 1]
+        out_score[j] = out_score[j - 1]
+        j -= 1
+    out[j] = s
+    out_score[j] = sc
+    return m
+
+
 cdef class SampledPolicy(Policy):
     """Base of the slot-sampling policies: ``n_sample`` draws from ``dense``, lowest score evicted.
 
@@ -93,7 +119,9 @@ cdef class SampledPolicy(Policy):
     cdef double* best_score
 
     cdef double _score(self, int64_t slot, int64_t now) noexcept nogil
+    cdef int64_t _draw_slots(self) noexcept nogil
     cdef int64_t _draw(self, int64_t now) noexcept nogil
+    cdef int64_t _pick(self, int64_t now, int64_t b) noexcept nogil
     cdef int64_t _sample_evict(self, const Access* acc, int64_t n, int64_t* out) noexcept nogil
 
 
