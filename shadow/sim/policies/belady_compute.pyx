@@ -45,6 +45,8 @@ cdef class BeladyCompute(SampledPolicy):
         self.cost = <int64_t*>malloc(capacity * sizeof(int64_t))
         if self.next_acc == NULL or self.cost == NULL:
             raise MemoryError(f"cannot allocate a cache of {capacity} slots")
+        self.pf_base = <const char*>self.next_acc
+        self.pf_stride = sizeof(int64_t)
 
     def __dealloc__(self):
         free(self.next_acc)

@@ -117,6 +117,8 @@ cdef class SampledPolicy(Policy):
     cdef double* cand_score     # scratch: their scores
     cdef int32_t* best          # scratch: chosen slots (evict_batch)
     cdef double* best_score
+    cdef const char* pf_base    # prefetched at pf_base + slot * pf_stride per draw (NULL: none)
+    cdef int64_t pf_stride
 
     cdef double _score(self, int64_t slot, int64_t now) noexcept nogil
     cdef int64_t _draw_slots(self) noexcept nogil
@@ -127,13 +129,14 @@ cdef class SampledPolicy(Policy):
 
 cdef struct RCStat:
     int64_t last                # stamp of the last access
+    double num                  # <double>cost * freq, the score's numerator, kept up to date
     double freq                 # decayed access count
     int64_t cost                # llround cost of the last access
 
 
 cdef class RandomCompute(SampledPolicy):
     cdef bint per_request       # stamp = the request's req_vtime (True) or the get's vtime
-    cdef RCStat* st             # per slot; one struct so a draw touches one cache line
+    cdef RCStat* st             # per slot, 32 B aligned: a draw touches one cache line
 
     cdef void _init_stats(self, int64_t slot, const Access* acc) noexcept nogil
     cdef void _touch(self, int64_t slot, const Access* acc) noexcept nogil
