@@ -16,7 +16,10 @@ Pins: honoured.  Draws that land on a pinned block are discarded and redrawn (at
 ``4 * n-sample`` draws per sample); if none of them is unpinned the population is scanned in
 order for unpinned blocks, and only if every block is pinned is a pinned one taken (best effort).
 
-Memory: base 40 B/slot + dense set 8 + last 8 + freq 8 + cost 8 = 72 B/slot.
+Memory: base 40 B/slot + dense set 8 + last 8 + cost x freq 8 + freq 8 + cost 8 = 80 B/slot.
+
+Speed (same draws and decisions): a sample's draws are scored with a cheap lower bound of the
+score first; the ``exp`` is taken only for a draw that may enter the ``evict-batch`` kept so far.
 """
 
 from libc.stdint cimport int64_t, int32_t, uint64_t

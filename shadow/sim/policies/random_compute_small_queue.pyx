@@ -23,8 +23,8 @@ Pins: honoured.  The small FIFO is walked from its oldest end past pinned blocks
 pinned, main is sampled (pinned draws redrawn, as random_compute); best effort only when every
 block of the population in question is pinned.
 
-Memory: random_compute's 72 B/slot + small FIFO links 8 = 80 B/slot, plus the ghost (s3fifo's
-pool: 17 B node + 24 B map per ghost entry): 37 B/slot at the default ratio 0.9, 117 B/slot.
+Memory: random_compute's 80 B/slot + small FIFO links 8 = 88 B/slot, plus the ghost (s3fifo's
+pool: 17 B node + 24 B map per ghost entry): 37 B/slot at the default ratio 0.9, 125 B/slot.
 """
 
 from libc.stdint cimport int64_t, int32_t, uint64_t
