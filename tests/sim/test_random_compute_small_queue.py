@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -76,3 +77,21 @@ def test_batched_differential_prefix(trace, capacity, pin, params):
 def test_batched_differential_raw(trace, capacity, pin):
     assert_same("random_compute_small_queue", "n-sample=3,evict-batch=2,ghost-size-ratio=0.5",
                 capacity, trace, pin)
+
+
+@pytest.mark.parametrize("trace, capacity", [
+    ([[1], [1, 2], [1, 3, 4, 5, 6, 7, 8, 9, 10, 11]], 10),
+    ([[1, 2, 3, 4, 5], [1, 2, 3, 4, 5, 6, 7], [1, 2, 3, 4, 8, 9]], 7),
+])
+def test_main_all_pinned_takes_victims_from_small(trace, capacity):
+    """Regression: main holding fewer unpinned blocks than wanted must not give pinned ones
+    while small holds unpinned blocks (found by the mixin's Hypothesis search)."""
+    from shadow.sim import CacheSpec, Simulator
+    from shadow.trace.batch import Batch
+    from tests.sim._traces import next_access
+
+    params = "evict-batch=1,small-size-ratio=0.3,ghost-size-ratio=0.2,n-sample=4,seed=3"
+    sim = Simulator([CacheSpec("random_compute_small_queue", capacity, params)], pin=True)
+    sim.feed(Batch.from_lists(trace, next_access=next_access(trace)))
+    r = sim.results()[0]
+    assert r.error is None and r.n_self_eviction == 0

@@ -20,8 +20,8 @@ small FIFO's span) is admitted to main on its second life.  ``ghost-size-ratio=0
 ghost-less policy.
 
 Pins: honoured.  The small FIFO is walked from its oldest end past pinned blocks; if all of it is
-pinned, main is sampled (pinned draws redrawn, as random_compute); best effort only when every
-block of the population in question is pinned.
+pinned, main is sampled (pinned draws redrawn, as random_compute) for at most as many victims as it
+has unpinned blocks, and small gives the rest; best effort only when every block is pinned.
 
 Memory: random_compute's 80 B/slot + small FIFO links 8 = 88 B/slot, plus the ghost (s3fifo's
 pool: 17 B node + 24 B map per ghost entry): 37 B/slot at the default ratio 0.9, 125 B/slot.
@@ -95,10 +95,21 @@ cdef class RandomComputeSmallQueue(RandomCompute):
         return slot
 
     cdef int64_t evict_n(self, const Access* acc, int64_t n, int64_t* out) noexcept nogil:
-        cdef int64_t k = 0, got
+        cdef int64_t k = 0, got, want, unpinned_main
         cdef int32_t s
+        cdef bint from_small
         while k < n:
-            if self.small.n > self.small_target or self.dense.n == 0:
+            want = n - k
+            from_small = self.small.n > self.small_target or self.dense.n == 0
+            if not from_small and self.n_pinned + want > self.dense.n:
+                # NOTE: main may hold fewer unpinned blocks than wanted (only then is small
+                # walked): take no more than those from main, and go to small when main has none.
+                unpinned_main = self._unpinned_main()
+                if unpinned_main == 0:
+                    from_small = True
+                elif want > unpinned_main:
+                    want = unpinned_main
+            if from_small:
                 s = self.small.tail
                 while s >= 0 and self.pins[s] > 0:
                     s = self.small.prev[s]
@@ -110,11 +121,21 @@ cdef class RandomComputeSmallQueue(RandomCompute):
                     self._ghost_add(out[k])
                     k += 1
                     continue
-            got = self._sample_evict(acc, n - k, out + k)
+            got = self._sample_evict(acc, want, out + k)
             if got == 0:
                 break
             k += got
         return k
+
+    cdef int64_t _unpinned_main(self) noexcept nogil:
+        """Unpinned blocks in main: all pinned blocks not in small are in main."""
+        cdef int32_t s = self.small.head
+        cdef int64_t pinned_small = 0
+        while s >= 0:
+            if self.pins[s] > 0:
+                pinned_small += 1
+            s = self.small.next[s]
+        return self.dense.n - (self.n_pinned - pinned_small)
 
     cdef void remove(self, int64_t slot) noexcept nogil:
         if self.dense.pos[slot] >= 0:

@@ -49,7 +49,17 @@ class RandomComputeSmallQueue(RandomCompute):
     def evict_n(self, acc, n: int, pinned: set[int]) -> list[int]:
         out: list[int] = []
         while len(out) < n:
-            if len(self.small) > self.small_target or self.dense.n == 0:
+            want = n - len(out)
+            from_small = len(self.small) > self.small_target or self.dense.n == 0
+            if not from_small:
+                # main gives at most its unpinned blocks; none: small gives the victim
+                unpinned_main = sum(1 for i in range(self.dense.n)
+                                    if self.dense.items[i] not in pinned)
+                if unpinned_main == 0:
+                    from_small = True
+                else:
+                    want = min(want, unpinned_main)
+            if from_small:
                 victim = next((b for b in self.small if b not in pinned), None)
                 if victim is None and self.dense.n == 0 and self.small:
                     victim = next(iter(self.small))      # everything pinned: best effort
@@ -59,7 +69,7 @@ class RandomComputeSmallQueue(RandomCompute):
                     self._ghost_add(victim)
                     out.append(victim)
                     continue
-            got = self.sample_evict(acc, n - len(out), pinned)
+            got = self.sample_evict(acc, want, pinned)
             if not got:
                 break
             out.extend(got)
