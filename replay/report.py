@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,8 @@ from shadow.errors import ShadowError
 
 from replay.prefill import fit_prefill
 from replay.predict import Prediction, predict
-from replay.results import RequestResult, atomic_write_text, read_results, summarize
+from replay.results import RequestResult, read_results, summarize
+from shadow.atomic import atomic_path, atomic_write_text
 
 logger = logging.getLogger(__name__)
 
@@ -107,10 +107,11 @@ def _plots(d: Path, results: list[RequestResult], pred: Prediction, model) -> li
     written = []
 
     def save(fig, name: str) -> None:
-        tmp = d / f".{name}.tmp{os.getpid()}.png"
-        fig.savefig(tmp, dpi=100)
-        plt.close(fig)
-        os.replace(tmp, d / name)
+        try:
+            with atomic_path(d / name, suffix=".png") as tmp:
+                fig.savefig(tmp, dpi=100)
+        finally:
+            plt.close(fig)
         written.append(name)
 
     ok = [r for r in results if r.ok and r.ttft_s is not None]

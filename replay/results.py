@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
 import numpy as np
 
+from shadow.atomic import atomic_write_text
 from shadow.errors import ShadowError
 
 REQUESTS = "requests.jsonl"
@@ -63,12 +63,6 @@ class RequestResult:
     def from_dict(cls, d: dict[str, Any]) -> "RequestResult":
         known = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in d.items() if k in known})
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def write_results(out_dir: Path, results: Iterable[RequestResult], run: dict[str, Any],

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import logging
-import os
-import tempfile
 from pathlib import Path
 
 import click
 
+from shadow.atomic import atomic_write_text
 from shadow.cli_options import (allow_truncated_option, block_id_option, parse_name_list,
                                 parse_size_list, trace_option)
 from shadow.errors import ShadowError
@@ -43,17 +42,7 @@ def _append_atomically(path: str, lines: list[str]) -> None:
     old = p.read_text() if p.exists() else ""
     if old and not old.endswith("\n"):
         old += "\n"
-    fd, tmp = tempfile.mkstemp(prefix=p.name + ".", suffix=".tmp", dir=str(p.parent or "."))
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(old + "".join(line + "\n" for line in lines))
-        os.replace(tmp, p)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    atomic_write_text(p, old + "".join(line + "\n" for line in lines))
 
 
 def _size_label(n: int) -> str:

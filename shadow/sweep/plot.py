@@ -18,11 +18,11 @@ from __future__ import annotations
 import logging
 import os
 import re
-import tempfile
 from collections import defaultdict
 from pathlib import Path
 from typing import Iterable
 
+from shadow.atomic import atomic_path
 from shadow.errors import ShadowError
 from shadow.sweep.store import read_csv
 
@@ -162,17 +162,9 @@ def _plot_group(rows: list[dict[str, str]], path: Path, title: str, bytes_per_bl
     if handles:
         fig.legend(handles, labels, loc="outside right center", fontsize="small")
     fig.suptitle(title)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".png", dir=path.parent)
-    os.close(fd)
     try:
-        fig.savefig(tmp, format="png", dpi=dpi)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+        with atomic_path(path, suffix=".png") as tmp:
+            fig.savefig(tmp, format="png", dpi=dpi)
     finally:
         plt.close(fig)
     logger.info("wrote %s", path)

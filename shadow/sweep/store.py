@@ -18,9 +18,9 @@ import io
 import logging
 import os
 import re
-import tempfile
 from pathlib import Path
 
+from shadow.atomic import TMP_PREFIX, atomic_write_text
 from shadow.errors import ShadowError
 from shadow.sweep.plan import CELL_SUFFIX, Cell
 
@@ -29,7 +29,7 @@ logger = logging.getLogger(__name__)
 CELLS_DIR = "cells"
 CSV_NAME = "results.csv"
 _HEADER = "# cell "
-_TMP_PREFIX = ".tmp-"
+_TMP_PREFIX = TMP_PREFIX
 
 #: CSV columns taken from the cell itself, first in every row.  ``trace`` is the trace's file
 #: name (as in RESULT lines), ``trace_path`` the absolute path the cell read.
@@ -52,22 +52,6 @@ def parse_result_line(line: str) -> dict[str, str]:
             raise ValueError(f"RESULT field without '=': {part!r}")
         out[key] = value
     return out
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to a temporary name next to ``path`` and rename it there."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
 
 
 class SweepDir:
