@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 DASHBOARD_UID = "shadow-kv-live"
 OUT = Path(__file__).resolve().parent / "dashboards" / "shadow.json"
@@ -102,41 +102,49 @@ def row(title: str, y: int) -> dict[str, Any]:
             "gridPos": {"h": 1, "w": 24, "x": 0, "y": y}}
 
 
-def timeseries(title: str, desc: str, targets: list[dict[str, Any]], unit: str, x: int, y: int,
-               w: int = 12, h: int = 8) -> dict[str, Any]:
+def _panel(kind: str, title: str, desc: str, targets: list[dict[str, Any]], x: int, y: int, w: int, h: int,
+           field_config: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
     return {
-        "type": "timeseries",
+        "type": kind,
         "id": _pid(),
         "title": title,
         "description": desc,
         "datasource": DS,
         "gridPos": {"h": h, "w": w, "x": x, "y": y},
         "targets": targets,
-        "fieldConfig": {
-            "defaults": {"unit": unit, "custom": {"drawStyle": "line", "lineWidth": 1, "fillOpacity": 0,
-                                                  "spanNulls": True}},
-            "overrides": [],
-        },
-        "options": {"legend": {"displayMode": "table", "placement": "bottom", "calcs": ["lastNotNull", "mean"]},
-                    "tooltip": {"mode": "multi", "sort": "desc"}},
+        "fieldConfig": field_config,
+        "options": options,
     }
+
+
+def timeseries(title: str, desc: str, targets: list[dict[str, Any]], unit: str, x: int, y: int,
+               w: int = 12, h: int = 8) -> dict[str, Any]:
+    return _panel(
+        "timeseries", title, desc, targets, x, y, w, h,
+        {"defaults": {"unit": unit, "custom": {"drawStyle": "line", "lineWidth": 1, "fillOpacity": 0,
+                                               "spanNulls": True}},
+         "overrides": []},
+        {"legend": {"displayMode": "table", "placement": "bottom", "calcs": ["lastNotNull", "mean"]},
+         "tooltip": {"mode": "multi", "sort": "desc"}})
 
 
 def bars(title: str, desc: str, targets: list[dict[str, Any]], unit: str, x: int, y: int,
          w: int = 12, h: int = 9) -> dict[str, Any]:
-    return {
-        "type": "bargauge",
-        "id": _pid(),
-        "title": title,
-        "description": desc,
-        "datasource": DS,
-        "gridPos": {"h": h, "w": w, "x": x, "y": y},
-        "targets": targets,
-        "fieldConfig": {"defaults": {"unit": unit, "min": 0, "max": 1},
-                        "overrides": []},
-        "options": {"orientation": "horizontal", "displayMode": "gradient", "showUnfilled": True,
-                    "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": True}},
-    }
+    return _panel(
+        "bargauge", title, desc, targets, x, y, w, h,
+        {"defaults": {"unit": unit, "min": 0, "max": 1}, "overrides": []},
+        {"orientation": "horizontal", "displayMode": "gradient", "showUnfilled": True,
+         "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": True}})
+
+
+def gap_and_first_miss(grow: Callable[[str], str], hits: str, prefix_hits: str, denominator: str,
+                       legend: str, instant: bool = False) -> list[dict[str, Any]]:
+    """Two targets: the gap-spanning ratio (A) and the first-miss ratio (B) over one denominator.
+
+    ``grow`` is :func:`rate` (time series) or :func:`increase` (the whole range, instant).
+    """
+    return [target(f"{grow(hits)} / {grow(denominator)}", "gap-spanning " + legend, "A", instant=instant),
+            target(f"{grow(prefix_hits)} / {grow(denominator)}", "first-miss " + legend, "B", instant=instant)]
 
 
 def variable(name: str, label: str, query: str, sort: int = 1) -> dict[str, Any]:
@@ -164,6 +172,7 @@ def build() -> dict[str, Any]:
     _next_id = 0
     legend_engine = "({{deployment}} e{{engine}})"
     legend_cache = "{{policy}} @ {{capacity_blocks}} " + legend_engine
+    legend_bar = "{{policy}} @ {{capacity_blocks}}"
     panels: list[dict[str, Any]] = []
 
     y = 0
@@ -173,18 +182,14 @@ def build() -> dict[str, Any]:
         "Block hit ratio per policy",
         "Gap-spanning (solid): a block counts as hit even after an earlier miss. First-miss: only blocks "
         "before the first miss, what vLLM and SGLang reuse.",
-        [target(f"{rate('shadow_block_hits_total')} / {rate('shadow_block_lookups_total')}",
-                "gap-spanning " + legend_cache, "A"),
-         target(f"{rate('shadow_block_prefix_hits_total')} / {rate('shadow_block_lookups_total')}",
-                "first-miss " + legend_cache, "B")],
+        gap_and_first_miss(rate, "shadow_block_hits_total", "shadow_block_prefix_hits_total",
+                           "shadow_block_lookups_total", legend_cache),
         "percentunit", 0, y))
     panels.append(timeseries(
         "Compute-saving ratio per policy",
         "Cost of the hit blocks over cost of the looked-up blocks, under the connector's cost model.",
-        [target(f"{rate('shadow_cost_saved_total')} / {rate('shadow_cost_lookup_total')}",
-                "gap-spanning " + legend_cache, "A"),
-         target(f"{rate('shadow_cost_prefix_saved_total')} / {rate('shadow_cost_lookup_total')}",
-                "first-miss " + legend_cache, "B")],
+        gap_and_first_miss(rate, "shadow_cost_saved_total", "shadow_cost_prefix_saved_total",
+                           "shadow_cost_lookup_total", legend_cache),
         "percentunit", 12, y))
     y += 8
 
@@ -193,18 +198,14 @@ def build() -> dict[str, Any]:
     panels.append(bars(
         "Hit ratio against capacity",
         "Block hit ratio over the dashboard's time range, per policy and capacity (blocks).",
-        [target(f"{increase('shadow_block_hits_total')} / {increase('shadow_block_lookups_total')}",
-                "gap-spanning {{policy}} @ {{capacity_blocks}}", "A", instant=True),
-         target(f"{increase('shadow_block_prefix_hits_total')} / {increase('shadow_block_lookups_total')}",
-                "first-miss {{policy}} @ {{capacity_blocks}}", "B", instant=True)],
+        gap_and_first_miss(increase, "shadow_block_hits_total", "shadow_block_prefix_hits_total",
+                           "shadow_block_lookups_total", legend_bar, instant=True),
         "percentunit", 0, y))
     panels.append(bars(
         "Compute-saving ratio against capacity",
         "Compute-saving ratio over the dashboard's time range, per policy and capacity (blocks).",
-        [target(f"{increase('shadow_cost_saved_total')} / {increase('shadow_cost_lookup_total')}",
-                "gap-spanning {{policy}} @ {{capacity_blocks}}", "A", instant=True),
-         target(f"{increase('shadow_cost_prefix_saved_total')} / {increase('shadow_cost_lookup_total')}",
-                "first-miss {{policy}} @ {{capacity_blocks}}", "B", instant=True)],
+        gap_and_first_miss(increase, "shadow_cost_saved_total", "shadow_cost_prefix_saved_total",
+                           "shadow_cost_lookup_total", legend_bar, instant=True),
         "percentunit", 12, y))
     y += 9
 
