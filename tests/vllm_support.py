@@ -28,8 +28,6 @@ import atexit
 import contextlib
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -39,6 +37,8 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+
+from replay.server import free_port, stop_process_group
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -193,13 +193,6 @@ def inprocess_llm(model: str, **overrides) -> Iterator["object"]:
 # The OpenAI server
 # ---------------------------------------------------------------------------------------------
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port free on ``host`` right now (bound then released)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
 class ServerURL(str):
     """The server's base URL (``http://127.0.0.1:PORT``), carrying its process and log file."""
 
@@ -217,19 +210,6 @@ class ServerURL(str):
 DEFAULT_SERVER_ARGS = ("--dtype", "float32", "--enforce-eager", "--block-size", str(BLOCK_SIZE),
                        "--enable-prefix-caching", "--max-model-len", "2048",
                        "--max-num-seqs", "8")
-
-
-def _stop_group(proc: subprocess.Popen, grace_s: float = 15.0) -> None:
-    if proc.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
 
 
 @contextlib.contextmanager
@@ -283,7 +263,7 @@ def start_openai_server(model_path: str, extra_args: Sequence[str] = (),
             time.sleep(0.5)
         yield url
     finally:
-        _stop_group(proc)
+        stop_process_group(proc, grace_s=15.0)
 
 
 def wait_for_exit(proc: subprocess.Popen, timeout_s: float = 30.0) -> int | None:
