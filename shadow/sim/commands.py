@@ -122,7 +122,8 @@ def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_or
                 click.echo(f"{name:<30s}(not built yet)")
         return
 
-    from shadow.sim.simulator import CacheSpec, Simulator, prefetched
+    from shadow.sim.drive import run_trace
+    from shadow.sim.simulator import CacheSpec, Simulator
     from shadow.trace import bundled_trace_path, open_trace
 
     demo = trace is None
@@ -156,24 +157,10 @@ def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_or
                         trace_name=trace if trace is not None else Path(path).name,
                         block_id=block_id, lookup=lookup, block_size_tokens=h.block_size_tokens,
                         threads=threads)
-        if sim.needs_next_access and not h.has_next_access:
-            sim.abort()
-            raise ShadowError(f"{path}: the trace has no next-access times, which "
-                              f"{', '.join(a for a in algos if policy_info(a).needs_next_access)} "
-                              f"need (convert it with `shadow convert`)")
-        if sim.needs_next_access:
-            from shadow.sim.oracle import attach_next_access
-            attach_next_access(sim, tr)    # NOTE: a pre-pass only when some request is skipped
         kind = "jsonl" if type(tr).__name__ == "JsonlTrace" else "lcp"
         click.echo(f"trace {path}: {h.n_requests} requests, {h.n_block_accesses} block accesses, "
                    f"format {kind}, block-id {block_id}")
-        try:
-            for batch in prefetched(tr):
-                sim.feed(batch)
-        except BaseException:
-            sim.abort()
-            raise
-        sim.close()
+        run_trace(sim, tr, path)
     results = sim.results()
 
     if fmt == "table":

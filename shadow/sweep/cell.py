@@ -16,8 +16,8 @@ from shadow.sweep.plan import Cell
 def run_cell(cell: Cell) -> str:
     """Simulate ``cell`` and return the simulator's RESULT line(s) for it."""
     # NOTE: imported here so the driver (and `shadow sweep --help`) never loads the extensions.
-    from shadow.sim.oracle import attach_next_access
-    from shadow.sim.simulator import CacheSpec, Simulator, prefetched
+    from shadow.sim.drive import run_trace
+    from shadow.sim.simulator import CacheSpec, Simulator
     from shadow.trace import open_trace
 
     if not os.path.isfile(cell.trace):
@@ -27,21 +27,7 @@ def run_cell(cell: Cell) -> str:
                     pin=cell.pin, replay_order=cell.replay_order, verify=True,
                     trace_name=cell.trace_name, block_id=cell.block_id)
     with open_trace(cell.trace, allow_truncated=cell.allow_truncated, block_id=cell.block_id) as tr:
-        if sim.needs_next_access and not tr.header.has_next_access:
-            sim.abort()
-            raise ShadowError(f"{cell.trace}: the trace has no next-access times, which {cell.algo} "
-                              f"needs (convert it with `shadow convert`)")
-        try:
-            if sim.needs_next_access:
-                # NOTE: as `shadow simulate`: an oracle smaller than the largest request plans
-                # without the requests it skips (a pre-pass over the trace, only then).
-                attach_next_access(sim, tr)
-            for batch in prefetched(tr):
-                sim.feed(batch)
-        except BaseException:
-            sim.abort()
-            raise
-        sim.close()
+        run_trace(sim, tr, cell.trace)
     results = sim.results()
     for r in results:
         if r.error:

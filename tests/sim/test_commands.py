@@ -84,3 +84,18 @@ def test_bad_input_is_one_line_exit_2(args, msg):
     err = p.stderr.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("shadow: error:") and msg in err[0]
     assert "Traceback" not in p.stderr
+
+
+def test_oracle_on_trace_without_next_access_is_one_line_error(tmp_path) -> None:
+    from shadow.trace.writer import LcpWriter
+
+    path = tmp_path / "rec.lcp.zst"
+    with LcpWriter(str(path), block_size_tokens=32) as w:      # a recording: no next-access times
+        w.write_request({"input_length": 64, "output_length": 1}, [1, 2])
+        w.write_request({"input_length": 64, "output_length": 1}, [1, 3])
+    res = shadow("simulate", "--trace", str(path), "--algo", "lru,belady,belady_compute", "--cache-size", "4")
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines() == [
+        f"shadow: error: {path}: the trace has no next-access times, which belady, belady_compute need "
+        f"(convert it with `shadow convert`)"]
+    assert "RESULT" not in res.stdout
