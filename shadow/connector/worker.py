@@ -21,7 +21,6 @@ This module imports no vLLM.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import threading
 import time
@@ -32,11 +31,15 @@ from typing import Any
 
 from shadow.connector.config import ShadowConfig
 from shadow.connector.interner import BlockInterner
+from shadow.sim.simulator import LiveBatch
 
 logger = logging.getLogger(__name__)
 
 # Event kinds (first element of each queued tuple).
 ADMIT, RELEASE, PREEMPT, RESET, CALL = range(5)
+_SIM_EVENTS = (ADMIT, RELEASE, PREEMPT)
+#: Events served per ``Simulator.serve_live`` call (and per counter snapshot).
+BATCH_MAX = 256
 
 #: Per-cache cumulative counters, in snapshot order (Prometheus names add ``shadow_`` / ``_total``).
 CACHE_FIELDS = ("requests", "skipped_requests", "block_lookups", "block_hits",
@@ -95,47 +98,12 @@ class _SimAdapter:
                         r.n_eviction, r.n_self_eviction])
         return out
 
-    def release(self, adm: Any, extra_ids: list[int], n_anon_final: int) -> None:
-        release_like_vllm(self.sim, adm, extra_ids, n_anon_final)
-
     def holds(self, block_id: int) -> bool:
         """Whether any shadow cache holds ``block_id`` (the interner keeps such ids)."""
         for r in self.runs:
             if r.policy.py_find(block_id) >= 0:
                 return True
         return False
-
-
-#: Placeholder ids (see :func:`release_like_vllm`) live far above any id the interner hands out.
-_FILLER_IDS = itertools.count(1 << 62)
-
-
-def release_like_vllm(sim: Any, adm: Any, extra_ids: Sequence[int], n_anon_final: int) -> None:
-    """``Simulator.release`` holding, while the generated blocks go in, what vLLM holds.
-
-    ``n_anon_final`` is the number of blocks vLLM holds for the request beyond its full, hashed
-    blocks when it finishes: 1 when ``ceil(num_computed_tokens / B)`` exceeds the full blocks
-    (the final partial block), else 0.  vLLM allocated that block during decode, so while the
-    shadow inserts the generated blocks it must keep a slot for it, or it evicts one block fewer
-    than the engine (the off-by-one-block mismatch of the first fidelity runs).
-
-    NOTE: ``Simulator.release`` keeps at most the admission's own reservation (``n_anonymous``);
-    a request whose prompt ended on a block boundary reserved none at admission.  For it the
-    missing slot is claimed by a placeholder block (an id no hash ever gets) inserted after the
-    generated blocks and removed right after the release, which is what vLLM does with a
-    partial block: allocated last, freed to the head of the free queue (reused first).
-    """
-    keep = min(int(n_anon_final), int(adm.n_anonymous))
-    missing = int(n_anon_final) - keep
-    if missing <= 0:
-        sim.release(adm, extra_block_ids=extra_ids, n_anonymous_final=keep)
-        return
-    fillers = [next(_FILLER_IDS) for _ in range(missing)]
-    sim.release(adm, extra_block_ids=list(extra_ids) + fillers, n_anonymous_final=keep)
-    for r in _runs_of(sim):
-        for f in fillers:
-            if r.policy.py_find(f) >= 0:
-                r.policy.py_remove(f)
 
 
 def partial_tail_blocks(num_computed_tokens: int, n_full_blocks: int, block_size: int) -> int:
@@ -170,6 +138,7 @@ class ShadowWorker:
         self.cfg = cfg
         self.block_size = cfg.block_size
         self.maxsize = cfg.queue_size
+        self.batch_max = BATCH_MAX
         self.queue: deque = deque()
         self._wake = threading.Event()
         self._stop = False
@@ -253,36 +222,84 @@ class ShadowWorker:
         self._drain()
 
     def _drain(self) -> None:
+        """Process every queued event, in order, a batch of admissions and releases at a time."""
         q = self.queue
-        n = 0
         while q:
-            ev = q.popleft()
-            try:
-                kind = ev[0]
-                if kind == ADMIT:
-                    self._admit(*ev[1:])
-                elif kind == RELEASE:
-                    self._release(*ev[1:])
-                elif kind == PREEMPT:
-                    self._preempt(*ev[1:])
-                elif kind == RESET:
-                    self._reset()
-                elif kind == CALL:
-                    self.snapshot = self._make_snapshot()
-                    ev[1]()
-            except Exception as exc:  # noqa: BLE001 - one bad event must not stop the shadow
-                self._error(f"event {ev[0]}", exc)
-            n += 1
-            if n % 256 == 0:
-                self.snapshot = self._make_snapshot()
+            batch = []
+            while q and len(batch) < self.batch_max:
+                ev = q.popleft()
+                if ev[0] in _SIM_EVENTS:
+                    batch.append(ev)
+                    continue
+                # NOTE: a control event is a barrier: what was queued before it is served first
+                self._serve(batch)
+                batch = []
+                try:
+                    if ev[0] == RESET:
+                        self._reset()
+                    elif ev[0] == CALL:
+                        self.snapshot = self._make_snapshot()
+                        ev[1]()
+                except Exception as exc:  # noqa: BLE001 - one bad event must not stop the shadow
+                    self._error(f"event {ev[0]}", exc)
+            self._serve(batch)
+            self.snapshot = self._make_snapshot()
         self.interner.maybe_rotate()
         self.snapshot = self._make_snapshot()
 
-    def _admit(self, req_id: str, hashes: list, num_tokens: int, engine_hit: int,
-               preempted: bool, t_arrival_s: float) -> None:
+    def _serve(self, events: list) -> None:
+        """Admissions, releases and preemptions of ``events``: one ``serve_live`` for them all.
+
+        NOTE: interning, the in-flight table and the live batch follow the events' order, so the
+        shadow caches see exactly the sequence a request-at-a-time loop would; what needs the
+        caches' answers (predictions, token counters, the recording) is done after serving.
+        """
+        if not events:
+            return
+        lb = LiveBatch()
+        admitted: list[tuple] = []
+        finished: list[tuple] = []
+        for ev in events:
+            try:
+                kind = ev[0]
+                if kind == ADMIT:
+                    self._admit(lb, admitted, *ev[1:])
+                elif kind == RELEASE:
+                    self._release(lb, finished, *ev[1:])
+                else:
+                    self._preempt(lb, *ev[1:])
+            except Exception as exc:  # noqa: BLE001 - one bad event must not stop the shadow
+                self._error(f"event {ev[0]}", exc)
+        try:
+            self._sim.sim.serve_live(lb)
+        except Exception as exc:  # noqa: BLE001
+            self._error("serve_live", exc)
+            return
+        b = self.block_size
+        keys = self.keys
+        tok = self._tok
+        for req_id, adm, n_ids, n_match, num_tokens, engine_hit, preempted in admitted:
+            pref = adm.prefix_hits
+            for i, tk in enumerate(tok):
+                tk[0] += num_tokens
+                tk[1] += pref[i] * b
+            if self._log_predictions:
+                self.predictions.append(Prediction(
+                    req_id, num_tokens, n_ids, n_match, engine_hit, preempted,
+                    dict(zip(keys, [x * b for x in pref])), dict(zip(keys, adm.hits))))
+        rec = self.recorder
+        for args in finished:
+            if rec is not None and rec.enabled:
+                try:
+                    rec.write(*args)
+                except Exception as exc:  # noqa: BLE001
+                    self._error("recorder.write", exc)
+
+    def _admit(self, lb: LiveBatch, admitted: list, req_id: str, hashes: list, num_tokens: int,
+               engine_hit: int, preempted: bool, t_arrival_s: float) -> None:
         old = self.inflight.pop(req_id, None)
         if old is not None:  # a re-admission whose preemption we did not see: release first
-            self._sim.release(old[0], [], 0)
+            lb.release(old[0], [], 0)
         ids = self.interner.intern(hashes)
         b = self.block_size
         n_match = len(ids)
@@ -291,37 +308,28 @@ class ShadowWorker:
             # a hit is at most floor((N-1)/B) blocks (kv_cache_manager.get_computed_blocks).
             n_match = min(n_match, max(num_tokens - 1, 0) // b)
         n_anon = 1 if num_tokens % b else 0  # the partial tail block: held, never reusable
-        adm = self._sim.sim.admit(ids, n_match=n_match, n_anonymous=n_anon,
-                                  timestamp_s=t_arrival_s)
+        adm = lb.admit(ids, n_match=n_match, n_anonymous=n_anon, timestamp_s=t_arrival_s)
         self.inflight[req_id] = (adm, ids, t_arrival_s, num_tokens, preempted)
-        pref = adm.prefix_hits
-        for i, tk in enumerate(self._tok):
-            tk[0] += num_tokens
-            tk[1] += int(pref[i]) * b
-        if self._log_predictions:
-            self.predictions.append(Prediction(
-                req_id, num_tokens, len(ids), n_match, engine_hit, preempted,
-                {k: int(pref[i]) * b for i, k in enumerate(self.keys)},
-                {k: int(adm.hits[i]) for i, k in enumerate(self.keys)}))
+        admitted.append((req_id, adm, len(ids), n_match, num_tokens, engine_hit, preempted))
 
-    def _release(self, req_id: str, decode_hashes: list, n_output: int, t_done_s: float,
-                 input_length: int, n_anon_final: int = 0) -> None:
+    def _release(self, lb: LiveBatch, finished: list, req_id: str, decode_hashes: list,
+                 n_output: int, t_done_s: float, input_length: int, n_anon_final: int = 0) -> None:
         st = self.inflight.pop(req_id, None)
         if st is None:
             return  # never admitted (aborted while waiting) or reset meanwhile
         adm, ids, t_arrival_s, _num_tokens, _preempted = st
         dec = self.interner.intern(decode_hashes) if decode_hashes else []
-        self._sim.release(adm, dec, n_anon_final)
-        rec = self.recorder
-        if rec is not None and rec.enabled:
-            rec.write(t_arrival_s, t_done_s, input_length, n_output, ids + dec)
+        lb.release(adm, dec, n_anon_final)
+        if self.recorder is not None:
+            finished.append((t_arrival_s, t_done_s, input_length, n_output, ids + dec))
 
-    def _preempt(self, req_id: str, decode_hashes: list, n_anon_final: int = 0) -> None:
+    def _preempt(self, lb: LiveBatch, req_id: str, decode_hashes: list,
+                 n_anon_final: int = 0) -> None:
         st = self.inflight.pop(req_id, None)
         if st is None:
             return
         dec = self.interner.intern(decode_hashes) if decode_hashes else []
-        self._sim.release(st[0], dec, n_anon_final)
+        lb.release(st[0], dec, n_anon_final)
 
     def _reset(self) -> None:
         """Empty every shadow cache (vLLM's reset_prefix_cache with reset_external)."""

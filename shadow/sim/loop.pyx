@@ -525,60 +525,179 @@ cdef class CacheRun:
                 int64_t n_anonymous_final=0) -> None:
         """Live release: insert ``extra_ids`` (generated blocks), then unpin tail first.
 
-        The request's ``n_anonymous`` reserved slots shrink to ``n_anonymous_final`` while the
-        generated blocks are inserted (vLLM still holds the request's last, partial block then),
-        and are given back at the end.
+        While the generated blocks go in, the request holds ``n_anonymous_final`` anonymous slots
+        (vLLM's final partial block, still allocated until the request is freed): the admission's
+        ``n_anonymous`` slots shrink to that many, or grow to it after the generated blocks (a
+        prompt that ended on a block boundary reserved none; its final partial block was
+        allocated after the generated ones, evicting if the cache was full).  Every anonymous
+        slot is given back at the end.
         """
-        cdef Policy p = self.policy
-        cdef int64_t B = block_ids.shape[0], E = extra_ids.shape[0], i, slot, bid, pos, victim, n_res
+        cdef int64_t B = block_ids.shape[0], E = extra_ids.shape[0]
+        cdef const int64_t* ip = &block_ids[0] if B > 0 else NULL
+        cdef const int64_t* ep = &extra_ids[0] if E > 0 else NULL
+        if cost_exact.shape[0] < B + E + 1 or cost_int.shape[0] < B + E + 1:
+            raise ValueError("cost arrays shorter than the request's blocks")
+        with nogil:
+            self._release(ip, B, ep, E, &cost_exact[0], &cost_int[0], n_anonymous,
+                          n_anonymous_final)
+
+    cdef void _release(self, const int64_t* block_ids, int64_t B, const int64_t* extra_ids,
+                       int64_t E, const double* cost_exact, const int64_t* cost_int,
+                       int64_t n_anonymous, int64_t n_anonymous_final) noexcept nogil:
+        """The body of :meth:`release` (``cost_*`` hold at least ``B + E + 1`` entries)."""
+        cdef int64_t i, slot, bid, pos, victim, n_res, grow
         cdef Access acc
         cdef int64_t keep = min(n_anonymous_final, n_anonymous)
+        if keep < 0:
+            keep = 0
         self.reserved -= n_anonymous - keep
         if self.reserved < 0:
             self.reserved = 0
-        with nogil:
-            for i in range(E):
-                bid = extra_ids[i]
-                pos = B + i
+        for i in range(E):
+            bid = extra_ids[i]
+            pos = B + i
+            self.vtime += 1
+            acc.block_id = bid
+            acc.cost = cost_int[pos]
+            acc.cost_exact = cost_exact[pos]
+            acc.next_access = -1
+            acc.vtime = self.vtime
+            acc.req_vtime = self.vtime
+            acc.position = pos
+            slot = self.policy.find(bid)
+            if slot >= 0:
+                n_res = self.policy.n_resident
+                self.policy.hit(slot, &acc)
+            else:
+                if self.policy.n_resident + self.reserved >= self.policy.capacity:
+                    victim = self.policy.evict(&acc)
+                    if victim == 0:
+                        continue
+                    self.n_eviction += 1
+                n_res = self.policy.n_resident + 1
+                self.policy.insert(&acc)
+            if self.policy.n_resident < n_res:          # spilled (see serve)
+                self.n_eviction += n_res - self.policy.n_resident
+        # NOTE: the final partial block beyond the admission's reservation is allocated after
+        # the generated blocks (vLLM allocates a request's blocks in order); it takes a free slot
+        # or evicts one block, like an insert of a block no request will ever look up.
+        grow = n_anonymous_final - keep
+        for i in range(grow):
+            if self.policy.n_resident + self.reserved >= self.policy.capacity:
+                pos = B + E
                 self.vtime += 1
-                acc.block_id = bid
+                acc.block_id = 0
                 acc.cost = cost_int[pos]
                 acc.cost_exact = cost_exact[pos]
                 acc.next_access = -1
                 acc.vtime = self.vtime
                 acc.req_vtime = self.vtime
                 acc.position = pos
-                slot = p.find(bid)
+                if self.policy.evict(&acc) == 0:
+                    grow = i
+                    break
+                self.n_eviction += 1
+            self.reserved += 1
+        if grow < 0:
+            grow = 0
+        # NOTE: tail first, like vLLM's free_blocks(reversed(req_blocks)): the generated
+        # blocks are the deepest, then the prompt from its last block to its root.
+        if self.policy.wants_release:
+            for i in range(E - 1, -1, -1):
+                slot = self.policy.find(extra_ids[i])
                 if slot >= 0:
-                    n_res = p.n_resident
-                    p.hit(slot, &acc)
-                else:
-                    if p.n_resident + self.reserved >= p.capacity:
-                        victim = p.evict(&acc)
-                        if victim == 0:
-                            continue
-                        self.n_eviction += 1
-                    n_res = p.n_resident + 1
-                    p.insert(&acc)
-                if p.n_resident < n_res:          # spilled (see serve)
-                    self.n_eviction += n_res - p.n_resident
-            # NOTE: tail first, like vLLM's free_blocks(reversed(req_blocks)): the generated
-            # blocks are the deepest, then the prompt from its last block to its root.
-            if p.wants_release:
-                for i in range(E - 1, -1, -1):
-                    slot = p.find(extra_ids[i])
-                    if slot >= 0:
-                        p.on_release(slot)
-            for i in range(B - 1, -1, -1):
-                slot = p.find(block_ids[i])
-                if slot >= 0:
-                    p._unpin(slot)
-                    if p.wants_release:
-                        p.on_release(slot)
-        self.reserved -= keep
+                    self.policy.on_release(slot)
+        for i in range(B - 1, -1, -1):
+            slot = self.policy.find(block_ids[i])
+            if slot >= 0:
+                self.policy._unpin(slot)
+                if self.policy.wants_release:
+                    self.policy.on_release(slot)
+        self.reserved -= keep + grow
         if self.reserved < 0:
             self.reserved = 0
 
+    def live_batch(self, int64_t k, const int64_t[:, ::1] ev, const int64_t[::1] offsets,
+                   const int64_t[::1] block_ids, const int64_t[::1] next_access,
+                   const double[::1] timestamps, const double[::1] cost_exact,
+                   const int64_t[::1] cost_int, int64_t[:, :, ::1] out_i,
+                   double[:, :, ::1] out_f, int64_t req0) -> int:
+        """Serve a sequence of live admissions and releases in order, as cache ``k`` of a group.
+
+        One call per drained batch instead of one per request (the connector's worker): the GIL
+        is released for the whole batch and this cache's tables stay hot while it serves it.
+
+        Event ``e`` is row ``ev[e] = (kind, a, b, c, link)`` over the entries
+        ``offsets[e]:offsets[e+1]`` of ``block_ids`` (and of ``next_access``):
+
+        * kind 0, admission: ``a`` = n_match, ``b`` = n_anonymous; request index ``req0`` + the
+          number of admissions before it in the batch.  Writes ``out_i[e, k] = (rc, hits,
+          prefix_hits)`` (rc as :meth:`admit`: 0 served) and ``out_f[e, k] = (cost, saved,
+          prefix_saved)``.
+        * kind 1, release: the entries are the admission's blocks then the generated ones;
+          ``a`` = the admission's block count, ``b`` = its n_anonymous, ``c`` =
+          n_anonymous_final.  Released only if served: ``out_i[link, k, 0] == 0`` when ``link
+          >= 0`` (an admission earlier in this batch), else ``out_i[e, k, 0] == 0`` as set by
+          the caller.
+
+        ``cost_*`` must hold ``max entries per event + 1`` values.  Returns the admissions served.
+        """
+        cdef int64_t n = ev.shape[0], e, a0, L, link, served = 0, req = req0, max_len = 0
+        cdef int rc
+        cdef const int64_t* idp
+        cdef const int64_t* nxp
+        if n == 0:
+            return 0
+        if (ev.shape[1] < 5 or offsets.shape[0] != n + 1 or out_i.shape[0] < n
+                or out_f.shape[0] < n or k < 0 or k >= out_i.shape[1] or k >= out_f.shape[1]
+                or out_i.shape[2] < 3 or out_f.shape[2] < 3
+                or next_access.shape[0] != block_ids.shape[0] or timestamps.shape[0] < n
+                or offsets[n] > block_ids.shape[0]):
+            raise ValueError("live_batch: inconsistent array shapes")
+        for e in range(n):
+            L = offsets[e + 1] - offsets[e]
+            if L < 0 or offsets[e] < 0 or ev[e, 1] < 0 or ev[e, 2] < 0 or ev[e, 3] < 0:
+                raise ValueError(f"live_batch: bad event {e}")
+            if ev[e, 0] == 1 and ev[e, 1] > L:
+                raise ValueError(f"live_batch: release {e} has fewer entries than its blocks")
+            if ev[e, 4] >= e:
+                raise ValueError(f"live_batch: release {e} links to a later event")
+            if L + ev[e, 2] > max_len:
+                max_len = L + ev[e, 2]
+        if cost_exact.shape[0] < max_len + 1 or cost_int.shape[0] < max_len + 1:
+            raise ValueError("live_batch: cost arrays shorter than the longest event")
+        self.reserve(max_len + 1)
+        idp = &block_ids[0] if block_ids.shape[0] > 0 else &offsets[0]
+        nxp = &next_access[0] if next_access.shape[0] > 0 else &offsets[0]
+        with nogil:
+            for e in range(n):
+                a0 = offsets[e]
+                L = offsets[e + 1] - a0
+                if ev[e, 0] == 0:
+                    rc = self.serve(&idp[a0], L, &nxp[a0], &cost_exact[0], &cost_int[0],
+                                    timestamps[e], req, min(ev[e, 1], L), ev[e, 2], True)
+                    req += 1
+                    out_i[e, k, 0] = rc
+                    if rc == 0:
+                        served += 1
+                        out_i[e, k, 1] = self.last_hits
+                        out_i[e, k, 2] = self.last_prefix_hits
+                        out_f[e, k, 0] = self.last_cost
+                        out_f[e, k, 1] = self.last_saved
+                        out_f[e, k, 2] = self.last_prefix_saved
+                    else:
+                        out_i[e, k, 1] = 0
+                        out_i[e, k, 2] = 0
+                        out_f[e, k, 0] = 0.0
+                        out_f[e, k, 1] = 0.0
+                        out_f[e, k, 2] = 0.0
+                else:
+                    link = ev[e, 4]
+                    rc = out_i[link, k, 0] if link >= 0 else out_i[e, k, 0]
+                    if rc == 0:
+                        self._release(&idp[a0], ev[e, 1], &idp[a0 + ev[e, 1]], L - ev[e, 1],
+                                      &cost_exact[0], &cost_int[0], ev[e, 2], ev[e, 3])
+        return served
 
 def serve_chunks(list runs, list next_access, const int64_t[::1] offsets,
                  const int64_t[::1] block_ids, const double[::1] timestamps,

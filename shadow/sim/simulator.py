@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -168,19 +168,136 @@ class Result:
         return "RESULT " + " ".join(parts)
 
 
-@dataclass
 class Admission:
-    """A live request admitted into every cache; pass it to :meth:`Simulator.release`."""
+    """A live request admitted into every cache; release it with :meth:`Simulator.release` or
+    :meth:`LiveBatch.release`.
 
-    block_ids: np.ndarray
-    n_anonymous: int
-    served: list[bool]
-    hits: list[int]
-    prefix_hits: list[int]
-    saved: list[float] = field(default_factory=list)
-    prefix_saved: list[float] = field(default_factory=list)
-    cost: list[float] = field(default_factory=list)
-    released: bool = False
+    Its per-cache results (``served``, ``hits``: gap-spanning, ``prefix_hits``: up to the first
+    miss, ``cost``, ``saved``, ``prefix_saved``; lists in the simulator's cache order) exist once
+    the batch that admits it has been served; before that reading them raises ShadowError.
+    """
+
+    __slots__ = ("ids", "n_anonymous", "released", "_i", "_f")
+
+    def __init__(self, ids: list[int], n_anonymous: int) -> None:
+        #: the admitted block ids (a list; the release inserts and unpins these)
+        self.ids = ids
+        self.n_anonymous = n_anonymous
+        self.released = False
+        self._i: np.ndarray | None = None   # (caches, 3): rc, hits, prefix hits
+        self._f: np.ndarray | None = None   # (caches, 3): cost, saved, prefix saved
+
+    def _col(self, a: np.ndarray | None, j: int) -> list:
+        if a is None:
+            raise ShadowError("admission not served yet (serve its LiveBatch first)")
+        return a[:, j].tolist()
+
+    @property
+    def block_ids(self) -> np.ndarray:
+        return np.array(self.ids, dtype=np.int64)
+
+    @property
+    def served(self) -> list[bool]:
+        return [rc == 0 for rc in self._col(self._i, 0)]
+
+    @property
+    def hits(self) -> list[int]:
+        return self._col(self._i, 1)
+
+    @property
+    def prefix_hits(self) -> list[int]:
+        return self._col(self._i, 2)
+
+    @property
+    def cost(self) -> list[float]:
+        return self._col(self._f, 0)
+
+    @property
+    def saved(self) -> list[float]:
+        return self._col(self._f, 1)
+
+    @property
+    def prefix_saved(self) -> list[float]:
+        return self._col(self._f, 2)
+
+
+class LiveBatch:
+    """Live admissions and releases, queued in order and served by :meth:`Simulator.serve_live`.
+
+    Invariant: serving a batch is the same as calling :meth:`Simulator.admit` /
+    :meth:`Simulator.release` for its events one by one, in order (each cache is independent),
+    but it costs one call per cache for the whole batch instead of one per request per cache,
+    and each cache serves every event while its tables are in the CPU cache.
+    """
+
+    __slots__ = ("ev", "flat", "offsets", "ts", "nxt", "admissions", "outside", "max_len",
+                 "_rows")
+
+    def __init__(self) -> None:
+        self.ev: list[tuple[int, int, int, int, int]] = []   # (kind, a, b, c, link)
+        self.flat: list[int] = []
+        self.offsets: list[int] = [0]
+        self.ts: list[float] = []
+        self.nxt: list[tuple[int, list[int]]] = []           # (entry offset, next-access values)
+        self.admissions: list[tuple[int, Admission]] = []    # (event, admission)
+        self.outside: list[tuple[int, Admission]] = []       # releases of earlier batches' admissions
+        self.max_len = 0
+        self._rows: dict[int, int] = {}                        # id(admission) -> its event here
+
+    def __len__(self) -> int:
+        return len(self.ev)
+
+    def admit(self, block_ids: Iterable[int], n_match: int | None = None, n_anonymous: int = 0,
+              timestamp_s: float = -1.0, next_access: Iterable[int] | None = None) -> Admission:
+        """Queue an admission (see :meth:`Simulator.admit`); its results appear once served."""
+        ids = block_ids if type(block_ids) is list else [int(x) for x in block_ids]
+        if 0 in ids:
+            raise ShadowError("block id 0 is reserved")
+        B = len(ids)
+        nm = B if n_match is None else max(0, min(int(n_match), B))
+        n_anon = max(0, int(n_anonymous))
+        adm = Admission(ids, n_anon)
+        e = len(self.ev)
+        start = self.offsets[-1]
+        if next_access is not None:
+            nx = [int(x) for x in next_access]
+            if len(nx) != B:
+                raise ShadowError(f"next_access has {len(nx)} values for {B} blocks")
+            self.nxt.append((start, nx))
+        self.ev.append((0, nm, n_anon, 0, -1))
+        self.flat.extend(ids)
+        self.offsets.append(start + B)
+        self.ts.append(float(timestamp_s))
+        self.admissions.append((e, adm))
+        self._rows[id(adm)] = e
+        if B + n_anon > self.max_len:
+            self.max_len = B + n_anon
+        return adm
+
+    def release(self, adm: Admission, extra_block_ids: Iterable[int] = (),
+                n_anonymous_final: int = 0) -> None:
+        """Queue a release (see :meth:`Simulator.release`)."""
+        if adm.released:
+            raise ShadowError("request released twice")
+        link = self._rows.get(id(adm), -1)
+        if link < 0 and adm._i is None:
+            raise ShadowError("release of an admission that was never served")
+        adm.released = True
+        extra = (extra_block_ids if type(extra_block_ids) is list
+                 else [int(x) for x in extra_block_ids])
+        e = len(self.ev)
+        B = len(adm.ids)
+        n_final = max(0, int(n_anonymous_final))
+        self.ev.append((1, B, adm.n_anonymous, n_final, link))
+        self.flat.extend(adm.ids)
+        self.flat.extend(extra)
+        L = B + len(extra)
+        self.offsets.append(self.offsets[-1] + L)
+        self.ts.append(-1.0)
+        if link < 0:
+            self.outside.append((e, adm))
+        if L + n_final > self.max_len:
+            self.max_len = L + n_final
 
 
 class Simulator:
@@ -226,6 +343,7 @@ class Simulator:
         self._warned_skip = [False] * len(self.runs)
         self._reported_fail = [False] * len(self.runs)
         self._n_live = 0
+        self._no_next = np.zeros(0, dtype=np.int64)
         self._holes: list[tuple[str, str]] = []
         if dump_holes_dir is not None:
             self._open_holes(Path(dump_holes_dir))
@@ -381,54 +499,67 @@ class Simulator:
 
     # ---- live ----
 
+    def serve_live(self, batch: LiveBatch) -> None:
+        """Serve ``batch``'s admissions and releases, in order, in every cache (one call each)."""
+        n = len(batch.ev)
+        if n == 0:
+            return
+        K = len(self.runs)
+        ev = np.array(batch.ev, dtype=np.int64).reshape(n, 5)
+        offsets = np.array(batch.offsets, dtype=np.int64)
+        ids = np.array(batch.flat, dtype=np.int64)
+        ts = np.array(batch.ts, dtype=np.float64)
+        if batch.nxt:
+            nxt = np.full(len(ids), -1, dtype=np.int64)
+            for start, values in batch.nxt:
+                nxt[start:start + len(values)] = values
+        else:
+            if len(self._no_next) < len(ids):
+                self._no_next = np.full(max(len(ids), 2 * len(self._no_next)), -1, dtype=np.int64)
+            nxt = self._no_next[:len(ids)]
+        self._ensure_costs(batch.max_len + 1)
+        out_i = np.zeros((n, K, 3), dtype=np.int64)
+        out_f = np.zeros((n, K, 3), dtype=np.float64)
+        for e, adm in batch.outside:
+            out_i[e, :, 0] = adm._i[:, 0]
+        req0 = self._n_live
+        for k, run in enumerate(self.runs):
+            run.live_batch(k, ev, offsets, ids, nxt, ts, self._cost_exact, self._cost_int,
+                           out_i, out_f, req0)
+        self._n_live += len(batch.admissions)
+        for e, adm in batch.admissions:
+            # NOTE: copies, so an in-flight admission does not keep its whole batch alive
+            adm._i = out_i[e].copy()
+            adm._f = out_f[e].copy()
+        self._report()
+
     def admit(self, block_ids: Iterable[int], n_match: int | None = None, n_anonymous: int = 0,
               timestamp_s: float = -1.0, next_access: Iterable[int] | None = None) -> Admission:
         """Serve one live request in every cache and keep its blocks pinned until :meth:`release`.
 
         Statistics (``hits``: gap-spanning, ``prefix_hits``: up to the first miss) cover
         ``block_ids[:n_match]``; every block is allocated and accessed; ``n_anonymous`` slots are
-        reserved without a block (vLLM's partial tail block) until release.
+        reserved without a block (vLLM's partial tail block) until release.  Many requests at
+        once: :class:`LiveBatch` and :meth:`serve_live` (same results, fewer calls).
         """
-        ids = np.ascontiguousarray(np.fromiter(block_ids, dtype=np.int64), dtype=np.int64)
-        if np.any(ids == 0):
-            raise ShadowError("block id 0 is reserved")
-        B = len(ids)
-        nm = B if n_match is None else max(0, min(int(n_match), B))
-        nxt = (np.full(B, -1, dtype=np.int64) if next_access is None
-               else np.ascontiguousarray(np.fromiter(next_access, dtype=np.int64)))
-        self._ensure_costs(B + 1)
-        adm = Admission(ids, int(n_anonymous), [], [], [])
-        for run in self.runs:
-            rc = run.admit(ids, nxt, nm, int(n_anonymous), float(timestamp_s), self._cost_exact,
-                           self._cost_int, self._n_live)
-            served = rc == 0
-            adm.served.append(served)
-            adm.hits.append(run.last_hits if served else 0)
-            adm.prefix_hits.append(run.last_prefix_hits if served else 0)
-            adm.saved.append(run.last_saved if served else 0.0)
-            adm.prefix_saved.append(run.last_prefix_saved if served else 0.0)
-            adm.cost.append(run.last_cost if served else 0.0)
-        self._n_live += 1
-        self._report()
+        batch = LiveBatch()
+        adm = batch.admit(block_ids, n_match, n_anonymous, timestamp_s, next_access)
+        self.serve_live(batch)
         return adm
 
     def release(self, adm: Admission, extra_block_ids: Iterable[int] = (),
                 n_anonymous_final: int = 0) -> None:
         """Insert the request's generated blocks, then unpin its blocks tail first.
 
-        ``n_anonymous_final`` of the admission's anonymous slots stay reserved while the generated
-        blocks are inserted (vLLM's final partial block, still held until the request is freed).
+        While the generated blocks go in, the request holds ``n_anonymous_final`` anonymous slots
+        (vLLM's final partial block, allocated until the request is freed): the admission's
+        reservation shrinks to that many, or grows to it after the generated blocks are inserted
+        (evicting a block when the cache is full), as vLLM allocates the final partial block
+        after the generated ones.  Every anonymous slot is free again afterwards.
         """
-        if adm.released:
-            raise ShadowError("request released twice")
-        adm.released = True
-        extra = np.ascontiguousarray(np.fromiter(extra_block_ids, dtype=np.int64), dtype=np.int64)
-        self._ensure_costs(len(adm.block_ids) + len(extra) + 1)
-        for run, served in zip(self.runs, adm.served):
-            if served:
-                run.release(adm.block_ids, extra, self._cost_exact, self._cost_int, adm.n_anonymous,
-                            int(n_anonymous_final))
-
+        batch = LiveBatch()
+        batch.release(adm, extra_block_ids, n_anonymous_final)
+        self.serve_live(batch)
 
 def _timestamps(records: np.ndarray) -> np.ndarray:
     """Arrival seconds per request: start_time_us, else complete_time_us, else -1."""

@@ -163,7 +163,7 @@ def replay_like_vllm(path: str, capacity: int) -> list[int]:
     are inserted when it finishes, with the final partial block held meanwhile (as the live
     shadow does).  Requests are replayed in completion order, one at a time.
     """
-    from shadow.connector.worker import partial_tail_blocks, release_like_vllm
+    from shadow.connector.worker import partial_tail_blocks
     from shadow.sim import CacheSpec, Simulator
     from shadow.trace import open_trace
 
@@ -186,6 +186,6 @@ def replay_like_vllm(path: str, capacity: int) -> list[int]:
                         n_anonymous=1 if n % b else 0)
         hits.append(adm.prefix_hits[0] * b)
         # NOTE: the engine computed n + m - 1 tokens (never the last sampled one)
-        release_like_vllm(sim, adm, ids[n_prompt:].tolist(),
-                          partial_tail_blocks(n + m - 1, len(ids), b))
+        sim.release(adm, ids[n_prompt:].tolist(),
+                    n_anonymous_final=partial_tail_blocks(n + m - 1, len(ids), b))
     return hits

@@ -8,7 +8,7 @@ import logging
 
 from shadow.connector.config import parse_extra_config
 from shadow.connector.worker import (ADMIT, RELEASE, CACHE_FIELDS, ShadowWorker,
-                                     partial_tail_blocks, release_like_vllm)
+                                     partial_tail_blocks)
 
 B = 4
 
@@ -107,9 +107,9 @@ def test_final_partial_block_is_held_while_generated_blocks_go_in():
     a = sim.admit([1, 2], n_match=(8 - 1) // B, n_anonymous=0)
     n_final = partial_tail_blocks(8 + 6 - 1, 3, B)
     assert n_final == 1
-    release_like_vllm(sim, a, [3], n_final)
+    sim.release(a, [3], n_anonymous_final=n_final)
     assert sorted(pol.resident_ids()) == [1, 2, 3]
-    assert pol.free_queue() == [3, 2, 1]  # freed tail first; the placeholder is gone
+    assert pol.free_queue() == [3, 2, 1]  # freed tail first; the partial block's slot is free
     assert sim.runs[0].n_eviction == 2
     assert sim.runs[0].reserved == 0
 
@@ -123,7 +123,7 @@ def test_final_partial_block_with_a_reserved_prompt_tail():
     sim.release(sim.admit([10], n_match=1, n_anonymous=0))
     a = sim.admit([1, 2], n_match=2, n_anonymous=1)
     assert sorted(sim.runs[0].policy.resident_ids()) == [1, 2, 10]
-    release_like_vllm(sim, a, [], partial_tail_blocks(9 + 3 - 1, 2, B))
+    sim.release(a, [], n_anonymous_final=partial_tail_blocks(9 + 3 - 1, 2, B))
     assert sorted(sim.runs[0].policy.resident_ids()) == [1, 2, 10]
     assert sim.runs[0].n_eviction == 0 and sim.runs[0].reserved == 0
 
