@@ -70,3 +70,16 @@ HEADER_FIELDS = (
 TYPE_NAMES_OFFSET = 104
 PRODUCER_OFFSET = 2152
 END_MAGIC_OFFSET = 8184
+
+# -- zstd layout of this project's writer (docs/lcp.md "Writer conventions") -------------------
+# The header is its own frame: one raw (stored) zstd block of HEADER_SIZE bytes, 10 + 8192 bytes.
+HEADER_FRAME_SIZE = 10 + HEADER_SIZE
+# Each body frame is preceded by a zstd *skippable* frame (magic 0x184D2A5B, which every zstd
+# decoder skips) holding this 48-byte frame index entry:
+#   tag "LCPFRAME" | u64 compressed_size of the data frame that follows (0: still being written)
+#   | u64 decompressed_size | u64 n_requests | u64 n_entries | u32 crc32 of the 40 bytes before
+#   | u32 reserved (0)
+FRAME_INDEX_MAGIC = (0x184D2A5B).to_bytes(4, "little")
+FRAME_INDEX_TAG = b"LCPFRAME"
+FRAME_INDEX_CONTENT = 48
+FRAME_INDEX_SIZE = 8 + FRAME_INDEX_CONTENT

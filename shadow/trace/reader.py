@@ -5,6 +5,12 @@ entries), a few decompressed chunks in flight, and zstd's window.  A background 
 decompresses the next chunks while the caller works on the current batch (zstd and file reads
 release the GIL, and so does the Cython parser).
 
+A ``.lcp.zst`` written with a frame index (this writer's layout, docs/lcp.md "Frame index") is
+decoded frame by frame on a small thread pool, a few frames ahead, and parsed in order; anything
+else (a file written before the index, another writer's file, the open last frame of a crashed
+writer, a damaged or cut frame) is read by the streaming decoder from that point on, so the
+output, the errors and their byte offsets are the same either way.
+
 Byte offsets in error messages count bytes of the *decompressed* stream (for a plain file, the
 file itself), header included.
 """
@@ -12,9 +18,12 @@ file itself), header included.
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import sys
 import threading
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Iterator
 
 import numpy as np
@@ -23,7 +32,16 @@ import zstandard
 from shadow.errors import TraceFormatError
 from shadow.trace import _lcp
 from shadow.trace.batch import Batch
-from shadow.trace.format import HEADER_SIZE, RECORD_DTYPE, RECORD_SIZE, ZSTD_MAGIC
+from shadow.trace.format import (
+    FRAME_INDEX_MAGIC,
+    FRAME_INDEX_SIZE,
+    HEADER_FRAME_SIZE,
+    HEADER_SIZE,
+    RECORD_DTYPE,
+    RECORD_SIZE,
+    ZSTD_MAGIC,
+)
+from shadow.trace.frames import FrameEntry, FrameIndexError, parse_entry
 from shadow.trace.header import LcpHeader, parse_header
 
 logger = logging.getLogger(__name__)
@@ -41,9 +59,37 @@ _INPUT_PIECE = 1 << 15     # compressed bytes fed to zstd at a time
 _OUTPUT_SIZE = 1 << 20     # zstd output buffer per decompress() call
 _PLAIN_CHUNK = 1 << 22     # bytes read at a time from a plain file
 _EOF = object()
+#: Environment override of the number of frame-decoding threads (0: streaming decoder only).
+DECODE_THREADS_ENV = "SHADOW_DECODE_THREADS"
+# NOTE: more threads than cores only add memory (a frame of a few MiB each in flight).
+_MAX_DECODE_THREADS = 8
+# a zstd frame (the header's raw frame) of one raw last block of HEADER_SIZE bytes
+_HEADER_FRAME_PREFIX = (ZSTD_MAGIC + bytes([0x60]) + (HEADER_SIZE - 256).to_bytes(2, "little")
+                        + ((HEADER_SIZE << 3) | 1).to_bytes(3, "little"))
+
+
+def default_decode_threads() -> int:
+    """Frame-decoding threads: ``$SHADOW_DECODE_THREADS`` if set, else the usable cores (max 8)."""
+    env = os.environ.get(DECODE_THREADS_ENV, "").strip()
+    if env:
+        try:
+            return max(0, int(env))
+        except ValueError:
+            raise TraceFormatError(f"{DECODE_THREADS_ENV}={env!r}: not an integer") from None
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # NOTE: not Linux
+        n = os.cpu_count() or 1
+    return max(1, min(n, _MAX_DECODE_THREADS))
 
 
 class _ZstdError(Exception):
+    def __init__(self, message: str, produced: int) -> None:
+        super().__init__(message)
+        self.produced = produced
+
+
+class _IndexDamaged(Exception):
     def __init__(self, message: str, produced: int) -> None:
         super().__init__(message)
         self.produced = produced
@@ -55,8 +101,9 @@ class _Truncated(Exception):
         self.produced = produced
 
 
-def _decompressed_chunks(f, compressed: bool) -> Iterator[bytes]:
-    """Yield the decompressed stream in chunks; raise _ZstdError / _Truncated at the end."""
+def _decompressed_chunks(f, compressed: bool, produced: int = 0) -> Iterator[bytes]:
+    """Yield the decompressed stream in chunks from the file's current position; raise
+    _ZstdError / _Truncated at the end (``produced``: stream bytes decoded before, for them)."""
     if not compressed:
         while True:
             data = f.read(_PLAIN_CHUNK)
@@ -64,7 +111,6 @@ def _decompressed_chunks(f, compressed: bool) -> Iterator[bytes]:
                 return
             yield data
     dctx = zstandard.ZstdDecompressor(max_window_size=1 << 31)
-    produced = 0
     dobj = dctx.decompressobj(write_size=_OUTPUT_SIZE)
     in_frame = False
     pending = b""
@@ -135,6 +181,105 @@ class _Prefetcher:
         self._thread.join()
 
 
+def has_frame_index(f) -> bool:
+    """True when the open file is this writer's indexed layout: the raw header frame, then an
+    index entry (checked further, entry by entry, while reading)."""
+    head = os.pread(f.fileno(), HEADER_FRAME_SIZE + 4, 0)
+    return (head.startswith(_HEADER_FRAME_PREFIX)
+            and head[HEADER_FRAME_SIZE:HEADER_FRAME_SIZE + 4] == FRAME_INDEX_MAGIC)
+
+
+class _FrameDecoder:
+    """Decode the indexed frames of a ``.lcp.zst`` on a thread pool and hand them out in order.
+
+    Invariant: at most ``depth`` frames are read or decoded ahead of the consumer, so memory is
+    a few frames whatever the file size.  The index is walked entry by entry (a 56-byte read
+    and a hop over the frame); at the first place it cannot vouch for (an open or cut frame, no
+    entry where one should be, a frame that does not decode) the rest of the file goes through
+    :func:`_decompressed_chunks`, which yields and fails exactly as for a file without index.
+    """
+
+    def __init__(self, f, threads: int) -> None:
+        self._f = f
+        self._fd = f.fileno()
+        self._size = os.fstat(self._fd).st_size
+        self._depth = 2 * threads
+        self._local = threading.local()
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="lcp-decode")
+        self.n_frames = 0   # frames decoded through the index
+
+    def _decode(self, offset: int, e: FrameEntry) -> bytes:
+        # NOTE: one ZstdDecompressor per thread (an instance is not safe for concurrent use);
+        # decompress() releases the GIL while zstd runs, so the threads decode in parallel.
+        dctx = getattr(self._local, "dctx", None)
+        if dctx is None:
+            dctx = self._local.dctx = zstandard.ZstdDecompressor(max_window_size=1 << 31)
+        data = os.pread(self._fd, e.compressed_size, offset)
+        return dctx.decompress(data, max_output_size=e.decompressed_size)
+
+    def _scan(self, pos: int, pending: deque) -> int | None:
+        """Queue frames from the entry at file offset ``pos`` until ``depth`` are in flight;
+        return where to look next (None once a non-frame item ends the queue)."""
+        while len(pending) < self._depth:
+            if pos >= self._size:
+                return None
+            try:
+                e = parse_entry(os.pread(self._fd, FRAME_INDEX_SIZE, pos))
+            except FrameIndexError as exc:
+                pending.append(("damaged", pos, f"corrupt lcp frame index at file byte {pos}"
+                                                f" ({exc})", None))
+                return None
+            end = pos + FRAME_INDEX_SIZE + (e.compressed_size if e else 0)
+            if e is None or e.compressed_size == 0 or end > self._size:
+                # NOTE: another frame, garbage, the frame a crashed writer left open, or a cut
+                # file: the streaming decoder reads (or rejects) it as it would without index.
+                pending.append(("stream", pos, None, None))
+                return None
+            fut = self._pool.submit(self._decode, pos + FRAME_INDEX_SIZE, e)
+            pending.append(("frame", pos, e, fut))
+            pos = end
+        return pos
+
+    def chunks(self) -> Iterator[bytes]:
+        """The decompressed stream: the header, then one chunk per frame."""
+        yield os.pread(self._fd, HEADER_SIZE, HEADER_FRAME_SIZE - HEADER_SIZE)
+        produced = HEADER_SIZE
+        pending: deque = deque()
+        pos: int | None = HEADER_FRAME_SIZE
+        try:
+            while True:
+                if pos is not None:
+                    pos = self._scan(pos, pending)
+                if not pending:
+                    return
+                kind, at, e, fut = pending.popleft()
+                if kind == "frame":
+                    try:
+                        data = fut.result()
+                    except zstandard.ZstdError:
+                        kind = "stream"   # the streaming decoder words the error
+                    else:
+                        if len(data) != e.decompressed_size:
+                            raise _IndexDamaged(f"corrupt lcp frame index at file byte {at}"
+                                                f" (frame decodes to {len(data)} bytes, index"
+                                                f" says {e.decompressed_size})", produced)
+                        produced += len(data)
+                        self.n_frames += 1
+                        yield data
+                        continue
+                if kind == "damaged":
+                    raise _IndexDamaged(e, produced)
+                for item in pending:
+                    if item[3] is not None:
+                        item[3].cancel()
+                pending.clear()
+                self._f.seek(at)
+                yield from _decompressed_chunks(self._f, True, produced)
+                return
+        finally:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+
 def _open_stream(path: str):
     f = open(path, "rb")
     head = f.read(4)
@@ -167,16 +312,24 @@ class LcpReader:
     yields every complete request before it.  ``batch_entries`` bounds the block entries of a
     batch (a single larger request gets a batch of its own).  After iteration, ``n_requests``
     and ``n_entries`` count what was read and ``truncated`` tells whether the tail was dropped.
+
+    A ``.lcp.zst`` with a frame index is decoded on ``decode_threads`` threads (None: see
+    :func:`default_decode_threads`; 0: the streaming decoder in one prefetch thread);
+    ``prefetch=False`` decodes in the caller's thread, streaming.  ``n_frames_parallel`` counts
+    the frames decoded through the index.  The batches are the same either way.
     """
 
     def __init__(self, path: str, *, allow_truncated: bool = False,
                  batch_entries: int = DEFAULT_BATCH_ENTRIES, batch_requests: int | None = None,
-                 prefetch: bool = True) -> None:
+                 prefetch: bool = True, decode_threads: int | None = None) -> None:
         self.path = str(path)
         self.allow_truncated = allow_truncated
         self.batch_entries = max(1, int(batch_entries))
         self.batch_requests = int(batch_requests or max(1024, self.batch_entries // 16))
         self.prefetch = prefetch
+        self.decode_threads = (default_decode_threads() if decode_threads is None
+                               else max(0, int(decode_threads)))
+        self.n_frames_parallel = 0
         self.header = read_header(self.path)
         self.n_requests = 0
         self.n_entries = 0
@@ -258,17 +411,27 @@ class LcpReader:
 
     def __iter__(self) -> Iterator[Batch]:
         f, compressed = _open_stream(self.path)
-        chunks_it = _decompressed_chunks(f, compressed)
-        pf = _Prefetcher(chunks_it) if self.prefetch else None
+        fd: _FrameDecoder | None = None
+        if compressed and self.prefetch and self.decode_threads and has_frame_index(f):
+            fd = _FrameDecoder(f, min(self.decode_threads, _MAX_DECODE_THREADS))
+            chunks_it = fd.chunks()
+            pf = None
+        else:
+            chunks_it = _decompressed_chunks(f, compressed)
+            pf = _Prefetcher(chunks_it) if self.prefetch else None
         chunks = iter(pf) if pf else chunks_it
 
         def _close() -> None:
             if pf:
                 pf.close()
+            if fd is not None:
+                chunks_it.close()  # NOTE: joins the decode threads before the file is closed
+                self.n_frames_parallel = fd.n_frames
             f.close()
 
         self._closers.append(_close)
         self.n_requests = self.n_entries = 0
+        self.n_frames_parallel = 0
         self.truncated = False
         self._alloc(self.batch_entries)
         try:
@@ -327,6 +490,8 @@ class LcpReader:
         except _ZstdError as exc:
             error = self._fail(f"corrupt zstd data ({exc}) at decompressed byte offset"
                                f" {exc.produced}", base)
+        except _IndexDamaged as exc:
+            error = self._fail(str(exc), base)
         except TraceFormatError as exc:
             if not self.allow_truncated:
                 raise

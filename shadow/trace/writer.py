@@ -5,8 +5,12 @@ whose writer crashed) is a valid, readable stream of every request flushed so fa
 :meth:`LcpWriter.close` the header is rewritten in place with the counts and COUNTS_VALID.
 
 NOTE: in a zstd file the header is its own frame, stored as one *raw* (uncompressed) zstd block of
-fixed size (8202 bytes), so close() can seek back and rewrite it without touching the body frame.
-Any zstd decoder reads the concatenated frames as one stream.
+fixed size (8202 bytes), so close() can seek back and rewrite it without touching the body.  The
+body is cut into independent frames of about ``frame_bytes`` decompressed bytes, at request
+boundaries, each preceded by a skippable frame index entry (:mod:`shadow.trace.frames`) that is
+written with compressed_size 0 when the frame opens and rewritten in place when it ends, so
+readers can decode frames in parallel.  Any zstd decoder reads the concatenated frames as one
+stream (skippable frames produce no output).
 """
 
 from __future__ import annotations
@@ -19,13 +23,16 @@ import zstandard
 
 from shadow.trace import _lcp
 from shadow.trace.batch import Batch
+from shadow.trace.frames import FrameEntry, pack_entry
 from shadow.trace.format import (
     FLAG_COUNTS_VALID,
     FLAG_HAS_NEXT_ACCESS,
     FLAG_HAS_SESSION_NEXT,
     FLAG_SORTED,
+    FRAME_INDEX_SIZE,
     HEADER_SIZE,
     RECORD_DTYPE,
+    RECORD_SIZE,
     ZSTD_MAGIC,
 )
 from shadow.trace.header import LcpHeader
@@ -34,6 +41,10 @@ from shadow.trace.header import LcpHeader
 # half the CPU time (docs/performance.md); decoding is as fast.
 DEFAULT_LEVEL = 1
 WINDOW_LOG = 27
+# NOTE: decompressed payload per body frame: large enough that cutting the stream costs little
+# compression (long-distance matches do not cross frames; docs/performance.md), small enough that
+# a 2-core reader has several frames to decode at once with a few MiB each in flight.
+DEFAULT_FRAME_BYTES = 4 << 20
 
 # zstd frame: magic, descriptor 0x60 (single segment, 2-byte content size), content size - 256,
 # then one raw last block of HEADER_SIZE bytes (block header = size << 3 | last).
@@ -53,14 +64,18 @@ class LcpWriter:
     ``compress=None`` picks zstd when the path ends in ``.zst``.  ``has_next_access`` /
     ``has_session_next`` / ``sorted`` set the header flags (the caller vouches for them);
     without ``has_next_access`` every delta is written as 0.  The temporary name is
-    ``<path>.partial`` unless ``temp_path`` says otherwise.
+    ``<path>.partial`` unless ``temp_path`` says otherwise.  A zstd body is cut into frames of
+    about ``frame_bytes`` decompressed bytes (whole requests; a frame ends with the first request
+    that reaches the size), each behind a frame index entry; ``frame_bytes=0`` writes the body
+    as one frame without index (the layout of files written before the index existed).
     """
 
     def __init__(self, path: str, *, block_size_tokens: int = 0, producer: str = "shadow",
                  type_names: Sequence[str] = (), compress: bool | None = None,
                  level: int = DEFAULT_LEVEL, has_next_access: bool = False,
                  has_session_next: bool = False, sorted: bool = False,
-                 temp_path: str | None = None, threads: int = 0) -> None:
+                 temp_path: str | None = None, threads: int = 0,
+                 frame_bytes: int = DEFAULT_FRAME_BYTES) -> None:
         self.path = str(path)
         self.temp_path = temp_path or self.path + ".partial"
         self.compress = _wants_zstd(self.path, compress)
@@ -83,6 +98,13 @@ class LcpWriter:
         self._t_first: int | None = None
         self._t_last: int | None = None
         self._closed = False
+        self.frame_bytes = max(0, int(frame_bytes))
+        self.n_frames = 0            # body frames finished (indexed layout)
+        self._frame_open = False
+        self._frame_pos = 0          # file offset of the open frame's index entry
+        self._frame_payload = 0
+        self._frame_requests = 0
+        self._frame_entries = 0
         self._f = open(self.temp_path, "wb")
         try:
             self._write_header(self.header)
@@ -173,13 +195,57 @@ class LcpWriter:
         out = np.empty(68 * n + 16 * m, dtype=np.uint8)
         _lcp.pack_requests(records.view(np.uint8), offsets, ids, nxt,
                            self.header.has_next_access and next_access is not None, out)
-        (self._z or self._f).write(out.data)
+        if self._z is None:
+            self._f.write(out.data)
+        elif not self.frame_bytes:
+            self._z.write(out.data)
+        else:
+            self._write_framed(out, offsets, n)
         self._n_requests += n
         self._n_entries += m
 
+    def _write_framed(self, out: np.ndarray, offsets: np.ndarray, n: int) -> None:
+        """Write packed requests (``offsets`` from 0) into frames of about frame_bytes."""
+        # end of request k in `out`: its record and entries and all before them
+        ends = RECORD_SIZE * np.arange(1, n + 1, dtype=np.int64) + 16 * offsets[1:]
+        i, start = 0, 0          # first request / byte not yet written
+        while i < n:
+            if not self._frame_open:
+                self._open_frame()
+            room = self.frame_bytes - self._frame_payload
+            k = int(np.searchsorted(ends, start + room, side="left"))
+            j = min(k + 1, n)    # requests i..j-1 go into this frame
+            stop = int(ends[j - 1])
+            self._z.write(out.data[start:stop])
+            self._frame_payload += stop - start
+            self._frame_requests += j - i
+            self._frame_entries += int(offsets[j] - offsets[i])
+            i, start = j, stop
+            if self._frame_payload >= self.frame_bytes:
+                self._close_frame()
+
+    def _open_frame(self) -> None:
+        self._frame_pos = self._f.tell()
+        self._frame_payload = self._frame_requests = self._frame_entries = 0
+        # NOTE: compressed_size 0 until the frame ends: a crashed writer leaves an open entry,
+        # which tells readers to decode the rest of the file as a plain zstd stream.
+        self._f.write(pack_entry(FrameEntry(0, 0, 0, 0)))
+        self._frame_open = True
+
+    def _close_frame(self) -> None:
+        self._z.flush(zstandard.FLUSH_FRAME)
+        end = self._f.tell()
+        entry = FrameEntry(end - self._frame_pos - FRAME_INDEX_SIZE, self._frame_payload,
+                           self._frame_requests, self._frame_entries)
+        self._f.seek(self._frame_pos)
+        self._f.write(pack_entry(entry))
+        self._f.seek(end)
+        self._frame_open = False
+        self.n_frames += 1
+
     def flush(self) -> None:
         """Make every request written so far decodable by a streaming reader (zstd FLUSH_BLOCK)."""
-        if self._z is not None:
+        if self._z is not None and (self._frame_open or not self.frame_bytes):
             self._z.flush(zstandard.FLUSH_BLOCK)
         self._f.flush()
 
@@ -206,7 +272,9 @@ class LcpWriter:
             return
         self._closed = True
         try:
-            if self._z is not None:
+            if self._frame_open:
+                self._close_frame()
+            elif self._z is not None and not self.frame_bytes:
                 self._z.flush(zstandard.FLUSH_FRAME)
             self._f.seek(0)
             self._write_header(self.final_header())
