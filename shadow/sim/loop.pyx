@@ -26,10 +26,27 @@ from libc.stdio cimport FILE, fopen, fclose, fprintf, fflush
 
 from shadow.sim.policy cimport Policy, Access, RequestCtx
 from shadow.sim.idtable cimport SHADOW_PREFETCH
+from shadow.sim.policies.lru cimport LRU
+from shadow.sim.policies.fifo cimport FIFO
+from shadow.sim.policies.clock cimport Clock
+from shadow.sim.policies.sieve cimport Sieve
+from shadow.sim.policies.vllm cimport VLLM
 
 import logging
 
 log = logging.getLogger(__name__)
+
+# NOTE: the policies whose operations are a few lines each get a direct, inlined path in the
+# loop (their ``fast_*`` methods, declared inline in their .pxd): a virtual call per block costs
+# about as much as their whole hit or insert.  Any other policy (or a subclass) is K_GENERIC and
+# goes through the Policy vtable.  The fast kinds have no on_request and no evict_n of their own.
+cdef enum:
+    K_GENERIC = 0
+    K_LRU = 1
+    K_FIFO = 2
+    K_CLOCK = 3
+    K_SIEVE = 4
+    K_VLLM = 5
 
 cdef enum:
     FAIL_NONE = 0
@@ -76,8 +93,17 @@ cdef class CacheRun:
     cdef readonly int64_t first_skip_req, first_skip_distinct
     cdef readonly int failed
     cdef readonly int64_t failed_req, failed_block
+    # the policy again, typed for its inlined path (None unless ``kind`` says so)
+    cdef int kind
+    cdef LRU p_lru
+    cdef FIFO p_fifo
+    cdef Clock p_clock
+    cdef Sieve p_sieve
+    cdef VLLM p_vllm
     # scratch
     cdef int64_t* slots
+    cdef int64_t* hitidx          # positions the match phase pinned (its hits), in order
+    cdef int64_t n_hitidx
     cdef int64_t* evbuf
     cdef int64_t scratch_cap
     cdef int64_t* skeys
@@ -91,6 +117,22 @@ cdef class CacheRun:
         if replay_order not in ("deepest-first", "prefix-order"):
             raise ValueError(f"bad replay order {replay_order!r}")
         self.policy = policy
+        self.kind = K_GENERIC
+        if type(policy) is LRU:
+            self.kind = K_LRU
+            self.p_lru = <LRU>policy
+        elif type(policy) is FIFO:
+            self.kind = K_FIFO
+            self.p_fifo = <FIFO>policy
+        elif type(policy) is Clock:
+            self.kind = K_CLOCK
+            self.p_clock = <Clock>policy
+        elif type(policy) is Sieve:
+            self.kind = K_SIEVE
+            self.p_sieve = <Sieve>policy
+        elif type(policy) is VLLM:
+            self.kind = K_VLLM
+            self.p_vllm = <VLLM>policy
         self.pin = pin
         policy.pin_enabled = pin
         self.deepest_first = replay_order == "deepest-first"
@@ -103,6 +145,7 @@ cdef class CacheRun:
 
     def __dealloc__(self):
         free(self.slots)
+        free(self.hitidx)
         free(self.evbuf)
         free(self.skeys)
         free(self.sgen)
@@ -117,6 +160,7 @@ cdef class CacheRun:
             return
         n_blocks = max(n_blocks, 2 * self.scratch_cap)
         free(self.slots)
+        free(self.hitidx)
         free(self.evbuf)
         free(self.skeys)
         free(self.sgen)
@@ -124,11 +168,13 @@ cdef class CacheRun:
         while size < <uint64_t>(2 * n_blocks):
             size <<= 1
         self.slots = <int64_t*>malloc(n_blocks * sizeof(int64_t))
+        self.hitidx = <int64_t*>malloc(n_blocks * sizeof(int64_t))
+        self.n_hitidx = 0
         self.evbuf = <int64_t*>malloc(n_blocks * sizeof(int64_t))
         self.skeys = <int64_t*>calloc(size, sizeof(int64_t))
         self.sgen = <uint32_t*>calloc(size, sizeof(uint32_t))
         self.smark = <uint8_t*>calloc(size, sizeof(uint8_t))
-        if (self.slots == NULL or self.evbuf == NULL or self.skeys == NULL or self.sgen == NULL
+        if (self.slots == NULL or self.hitidx == NULL or self.evbuf == NULL or self.skeys == NULL or self.sgen == NULL
                 or self.smark == NULL):
             raise MemoryError(f"cannot allocate scratch space for {n_blocks} blocks")
         self.smask = size - 1
@@ -174,6 +220,54 @@ cdef class CacheRun:
                 self.sgen[i] = 0
             self.gen = 1
 
+    # ---- the policy's operations: inlined for the fast kinds, virtual otherwise ----
+
+    cdef inline void _p_hit(self, int64_t slot, const Access* acc) noexcept nogil:
+        if self.kind == K_LRU:
+            self.p_lru.fast_hit(slot)
+        elif self.kind == K_FIFO:
+            pass
+        elif self.kind == K_CLOCK:
+            self.p_clock.fast_hit(slot)
+        elif self.kind == K_SIEVE:
+            self.p_sieve.fast_hit(slot)
+        elif self.kind == K_VLLM:
+            self.p_vllm.fast_hit(slot)
+        else:
+            self.policy.hit(slot, acc)
+
+    cdef inline int64_t _p_insert(self, const Access* acc) noexcept nogil:
+        if self.kind == K_LRU:
+            return self.p_lru.fast_insert(acc.block_id)
+        elif self.kind == K_FIFO:
+            return self.p_fifo.fast_insert(acc.block_id)
+        elif self.kind == K_CLOCK:
+            return self.p_clock.fast_insert(acc.block_id)
+        elif self.kind == K_SIEVE:
+            return self.p_sieve.fast_insert(acc.block_id)
+        elif self.kind == K_VLLM:
+            return self.p_vllm.fast_insert(acc.block_id)
+        return self.policy.insert(acc)
+
+    cdef inline int64_t _p_evict(self, const Access* acc) noexcept nogil:
+        if self.kind == K_LRU:
+            return self.p_lru.fast_evict()
+        elif self.kind == K_FIFO:
+            return self.p_fifo.fast_evict()
+        elif self.kind == K_CLOCK:
+            return self.p_clock.fast_evict()
+        elif self.kind == K_SIEVE:
+            return self.p_sieve.fast_evict()
+        elif self.kind == K_VLLM:
+            return self.p_vllm.fast_evict()
+        return self.policy.evict(acc)
+
+    cdef inline void _p_release(self, int64_t slot) noexcept nogil:
+        if self.kind == K_VLLM:
+            self.p_vllm.fast_release(slot)
+        else:
+            self.policy.on_release(slot)
+
     # ---- one request ----
 
     cdef int serve(self, const int64_t* ids, int64_t B, const int64_t* nxt, const double* cexact,
@@ -188,15 +282,19 @@ cdef class CacheRun:
         cdef int64_t i, j, k, slot, bid, n_distinct, n_missing = 0, first_miss = -1
         cdef int64_t cap_eff, needed, progress, victim, hole_start = -1, hole_len
         cdef bint sorted_unique = True, in_prefix = True, in_alpha, trusted
-        cdef int64_t hits = 0, phits = 0
+        cdef int64_t hits = 0, phits = 0, nh = 0, n_ev_access = 0
         cdef double cost_all = 0.0, saved = 0.0, psaved = 0.0
         cdef uint64_t si
         cdef Access acc
         cdef RequestCtx ctx
-        cdef int64_t V0, step, n_res
-        cdef int32_t* pins = self.policy.pins
+        cdef int64_t V0, step, n_res, n_lim = min(B, n_match)
         cdef int64_t* sids = self.policy.slot_ids
+        cdef int64_t* slots = self.slots
+        cdef int64_t* hitidx = self.hitidx
+        cdef bint generic = self.kind == K_GENERIC
+        cdef bint pin = self.pin
 
+        self.n_hitidx = 0
         if self.failed:
             return -1
         # 0. skip check on the distinct count
@@ -226,25 +324,49 @@ cdef class CacheRun:
         # the table's cache misses overlap instead of stalling one after the other.
         for i in range(min(B, 128)):
             self.policy.prefetch(ids[i])
-        for i in range(0, B, 8):
-            SHADOW_PREFETCH(&nxt[i])
+        for i in range(0, n_lim, 8):
             SHADOW_PREFETCH(&cexact[i])
-        for i in range(B):
+        # NOTE: the statistics cover the first ``n_match`` blocks; the rest (``--lookup``) are
+        # only probed, so the loop is split there instead of testing ``i < n_match`` per block.
+        for i in range(n_lim):
+            slot = self.policy.find(ids[i])
+            slots[i] = slot
+            cost_all += cexact[i]
+            if slot >= 0:
+                if pin:
+                    self.policy._pin(slot)
+                    hitidx[nh] = i
+                    nh += 1
+                hits += 1
+                saved += cexact[i]
+                if in_prefix:
+                    phits += 1
+                    psaved += cexact[i]
+                if hole_start >= 0:
+                    self._hole(hole_start, i - hole_start)
+                    hole_start = -1
+            else:
+                if first_miss < 0:
+                    first_miss = i
+                in_prefix = False
+                if hole_start < 0:
+                    hole_start = i
+                if sorted_unique:
+                    n_missing += 1
+                else:
+                    si = self._sslot(ids[i])
+                    if self.smark[si] == 0:
+                        self.smark[si] = 1
+                        n_missing += 1
+        for i in range(n_lim, B):
             bid = ids[i]
             slot = self.policy.find(bid)
-            self.slots[i] = slot
+            slots[i] = slot
             if slot >= 0:
-                if self.pin:
+                if pin:
                     self.policy._pin(slot)
-                if i < n_match:
-                    hits += 1
-                    saved += cexact[i]
-                    if in_prefix:
-                        phits += 1
-                        psaved += cexact[i]
-                    if hole_start >= 0:
-                        self._hole(hole_start, i - hole_start)
-                        hole_start = -1
+                    hitidx[nh] = i
+                    nh += 1
             else:
                 if first_miss < 0:
                     first_miss = i
@@ -255,24 +377,18 @@ cdef class CacheRun:
                     if self.smark[si] == 0:
                         self.smark[si] = 1
                         n_missing += 1
-                if i < n_match:
-                    in_prefix = False
-                    if hole_start < 0:
-                        hole_start = i
-            if i < n_match:
-                cost_all += cexact[i]
+        self.n_hitidx = nh
         if hole_start >= 0:
-            self._hole(hole_start, min(B, n_match) - hole_start)
+            self._hole(hole_start, n_lim - hole_start)
         if self.holes != NULL:
-            self._dump_holes(req_index, min(B, n_match))
-        k = min(B, n_match)
-        self.n_blocks += k
+            self._dump_holes(req_index, n_lim)
+        self.n_blocks += n_lim
         self.n_hits += hits
         self.n_prefix_hits += phits
         self.total_cost += cost_all
         self.saved_cost += saved
         self.prefix_saved_cost += psaved
-        self.last_blocks = k
+        self.last_blocks = n_lim
         self.last_hits = hits
         self.last_prefix_hits = phits
         self.last_cost = cost_all
@@ -301,16 +417,29 @@ cdef class CacheRun:
             # NOTE: with pins on, every resident block of the request (a match hit) is pinned, so a
             # strictly pin-honouring policy (STRICT_PINS) takes none of them while ``n_resident - n_pinned`` unpinned
             # blocks can cover all the victims: no "victim in the request" check is needed then.
-            trusted = (self.pin and self.policy.strict_pins
-                       and self.policy.n_resident - self.policy.n_pinned >= needed)
+            trusted = (pin and self.policy.strict_pins and self.policy.n_resident - self.policy.n_pinned >= needed)
             if hold and needed > self.policy.n_resident - self.policy.n_pinned:
                 # NOTE: live admission: blocks held by running requests cannot be evicted (an
                 # engine would make the request wait); the shadow skips it instead.
                 self._unpin_match(ids, B)
                 self._unserve()
                 return 1
+            if trusted and not generic:
+                # NOTE: the fast kinds evict one at a time anyway (no evict_n of their own); with
+                # enough unpinned blocks every call returns a victim outside the request.
+                for j in range(needed):
+                    self._p_evict(&acc)
+                self.n_eviction += needed
+                progress = needed
             while progress < needed:
-                k = self.policy.evict_n(&acc, needed - progress, self.evbuf)
+                if generic:
+                    k = self.policy.evict_n(&acc, needed - progress, self.evbuf)
+                else:
+                    k = 0
+                    victim = self._p_evict(&acc)
+                    if victim != 0:
+                        self.evbuf[0] = victim
+                        k = 1
                 if k <= 0:
                     self._unpin_match(ids, B)
                     if hold:
@@ -337,12 +466,13 @@ cdef class CacheRun:
                         progress += 1
 
         # 3. access
-        ctx.block_ids = ids
-        ctx.n_blocks = B
-        ctx.timestamp_s = ts
-        ctx.req_vtime = V0 + B
-        ctx.vtime = V0
-        self.policy.on_request(&ctx)
+        if generic:
+            ctx.block_ids = ids
+            ctx.n_blocks = B
+            ctx.timestamp_s = ts
+            ctx.req_vtime = V0 + B
+            ctx.vtime = V0
+            self.policy.on_request(&ctx)
         acc.req_vtime = V0 + B
         if self.deepest_first:
             i = B - 1
@@ -354,12 +484,13 @@ cdef class CacheRun:
             bid = ids[i]
             self.vtime += 1
             acc.block_id = bid
-            acc.cost = cint[i]
-            acc.cost_exact = cexact[i]
-            acc.next_access = nxt[i]
-            acc.vtime = self.vtime
-            acc.position = i
-            slot = self.slots[i]
+            if generic:
+                acc.cost = cint[i]
+                acc.cost_exact = cexact[i]
+                acc.next_access = nxt[i]
+                acc.vtime = self.vtime
+                acc.position = i
+            slot = slots[i]
             if slot >= 0 and sids[slot] != bid:
                 slot = -1                       # evicted since the match
             if slot < 0 and not sorted_unique:
@@ -368,65 +499,81 @@ cdef class CacheRun:
                 slot = self.policy.find(bid)
             if slot >= 0:
                 n_res = self.policy.n_resident
-                self.policy.hit(slot, &acc)
+                self._p_hit(slot, &acc)
             else:
                 if self.policy.n_resident + self.reserved + n_anonymous >= self.policy.capacity:
-                    victim = self.policy.evict(&acc)
+                    if not generic:
+                        # NOTE: the fast kinds read nothing of ``acc`` but the id: fill it only
+                        # here (rare), for the generic path's sake of symmetry.
+                        acc.cost = cint[i]
+                        acc.cost_exact = cexact[i]
+                        acc.next_access = nxt[i]
+                        acc.vtime = self.vtime
+                        acc.position = i
+                    victim = self._p_evict(&acc)
                     if victim == 0:
                         self._fail(FAIL_UNEXPECTED_STUCK, req_index, bid)
                         self._unpin_match(ids, B)
                         return -1
                     self.n_unexpected_eviction += 1
+                    n_ev_access += 1
                 n_res = self.policy.n_resident + 1
-                slot = self.policy.insert(&acc)
-                self.slots[i] = slot
+                slot = self._p_insert(&acc)
+                slots[i] = slot
             # NOTE: a policy may evict inside hit/insert (twoq's Am spills its own tail even when
             # the cache has room, as libCacheSim does): a *spilled* eviction the loop did not ask
             # for, so it counts as unexpected.  The dropped slot is caught by the id checks below.
             if self.policy.n_resident < n_res:
                 self.n_unexpected_eviction += n_res - self.policy.n_resident
+                n_ev_access += 1
             i += step
 
         # 4. verify
-        if self.verify:
+        # NOTE: with distinct ids every ``slots[i]`` was right when block i was accessed; only an
+        # eviction during the access phase can make one stale, so without one verify is a no-op.
+        if self.verify and (n_ev_access > 0 or not sorted_unique):
             for i in range(B):
-                slot = self.slots[i]
+                slot = slots[i]
                 if slot < 0 or sids[slot] != ids[i]:
                     slot = self.policy.find(ids[i])
                     if slot < 0:
                         self._fail(FAIL_VERIFY, req_index, ids[i])
                         self._unpin_match(ids, B)
                         return -1
-                    self.slots[i] = slot
+                    slots[i] = slot
 
         # 5. unpin / hold / release
         self._unpin_match(ids, B)
         if hold:
             for i in range(B):
-                slot = self.slots[i]
+                slot = slots[i]
                 if slot >= 0 and sids[slot] == ids[i]:
                     self.policy._pin(slot)
             self.reserved += n_anonymous
         elif self.policy.wants_release:
             for i in range(B - 1, -1, -1):
-                slot = self.slots[i]
+                slot = slots[i]
                 if slot >= 0 and sids[slot] == ids[i]:
-                    self.policy.on_release(slot)
+                    self._p_release(slot)
         return 0
 
     cdef inline void _unpin_match(self, const int64_t* ids, int64_t B) noexcept nogil:
-        """Drop the match-phase pins (a pinned block evicted meanwhile had its count reset)."""
-        cdef int64_t i, slot
-        cdef int32_t* pins = self.policy.pins
+        """Drop the match-phase pins (a pinned block evicted meanwhile had its count reset).
+
+        NOTE: only the match's hits were pinned (``hitidx``); ``slots`` is overwritten in the
+        access phase for misses only, so a hit's slot is still the one it was pinned in unless
+        the block left meanwhile (then ``slot_ids`` no longer matches and there is no pin to drop).
+        A position that missed at match time and was filled later never carries a pin of this
+        request's match (its slot was taken afresh with no pin), so skipping it changes nothing.
+        """
+        cdef int64_t h, i, slot
         cdef int64_t* sids = self.policy.slot_ids
-        if not self.pin:
-            return
-        # NOTE: only slots that were hits in match carry a match pin; ``slots`` was overwritten in
-        # the access phase for misses only, so a hit slot is still the slot it was pinned in.
-        for i in range(B):
+        for h in range(self.n_hitidx):
+            i = self.hitidx[h]
             slot = self.slots[i]
             if slot >= 0 and sids[slot] == ids[i]:
                 self.policy._unpin(slot)
+        self.n_hitidx = 0
 
     cdef void _unserve(self) noexcept nogil:
         """Take the last request's match statistics back and count it as skipped."""

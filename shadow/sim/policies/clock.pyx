@@ -15,8 +15,7 @@ from libc.stdint cimport int64_t, int32_t, uint8_t
 from libc.stdlib cimport calloc, free
 
 from shadow.sim.policy cimport Policy, Access
-from shadow.sim.policies._dlist cimport (DList, dl_init, dl_free, dl_push_head, dl_unlink,
-                                        dl_move_head)
+from shadow.sim.policies._dlist cimport DList, dl_init, dl_free, dl_unlink
 
 DEFAULTS = "n-bit-counter=1,init-freq=0"
 HONOURS_PINS = True
@@ -26,10 +25,7 @@ DESCRIPTION = "CLOCK / second chance with an n-bit counter (libCacheSim Clock)"
 
 
 cdef class Clock(Policy):
-    cdef DList q
-    cdef uint8_t* freq
-    cdef uint8_t max_freq
-    cdef uint8_t init_freq
+    """See the module docstring; the operations are the inline ``fast_*`` methods of clock.pxd."""
 
     def __cinit__(self, int64_t capacity, *args, **kwargs):
         dl_init(&self.q, capacity)
@@ -52,38 +48,13 @@ cdef class Clock(Policy):
         free(self.freq)
 
     cdef void hit(self, int64_t slot, const Access* acc) noexcept nogil:
-        if self.freq[slot] < self.max_freq:
-            self.freq[slot] += 1
+        self.fast_hit(slot)
 
     cdef int64_t insert(self, const Access* acc) noexcept nogil:
-        cdef int64_t slot = self._take_slot(acc.block_id)
-        dl_push_head(&self.q, slot)
-        self.freq[slot] = self.init_freq
-        return slot
+        return self.fast_insert(acc.block_id)
 
     cdef int64_t evict(self, const Access* acc) noexcept nogil:
-        cdef int32_t s = self.q.tail, nxt, first_pinned = -1
-        if s < 0:
-            return 0
-        while True:
-            if s < 0:
-                # NOTE: every block with counter 0 is pinned: best effort, take the first one met.
-                s = first_pinned
-                break
-            if self.freq[s] >= 1:
-                self.freq[s] -= 1
-                nxt = self.q.prev[s]
-                dl_move_head(&self.q, s)
-                # NOTE: the head itself moves nowhere; look at it again with its lowered counter.
-                s = nxt if nxt >= 0 else s
-            elif self.pins[s] > 0:
-                if first_pinned < 0:
-                    first_pinned = s
-                s = self.q.prev[s]
-            else:
-                break
-        dl_unlink(&self.q, s)
-        return self._drop_slot(s)
+        return self.fast_evict()
 
     cdef void remove(self, int64_t slot) noexcept nogil:
         dl_unlink(&self.q, slot)

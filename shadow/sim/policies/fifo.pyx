@@ -8,7 +8,7 @@ oldest).  Memory: base 40 B/slot + list 8 B/slot = 48 B/slot.
 from libc.stdint cimport int64_t, int32_t
 
 from shadow.sim.policy cimport Policy, Access
-from shadow.sim.policies._dlist cimport DList, dl_init, dl_free, dl_push_head, dl_unlink
+from shadow.sim.policies._dlist cimport DList, dl_init, dl_free, dl_unlink
 
 DEFAULTS = ""
 HONOURS_PINS = True
@@ -18,7 +18,7 @@ DESCRIPTION = "first in, first out (libCacheSim FIFO)"
 
 
 cdef class FIFO(Policy):
-    cdef DList q
+    """See the module docstring; the operations are the inline ``fast_*`` methods of fifo.pxd."""
 
     def __cinit__(self, int64_t capacity, *args, **kwargs):
         dl_init(&self.q, capacity)
@@ -27,20 +27,10 @@ cdef class FIFO(Policy):
         dl_free(&self.q)
 
     cdef int64_t insert(self, const Access* acc) noexcept nogil:
-        cdef int64_t slot = self._take_slot(acc.block_id)
-        dl_push_head(&self.q, slot)
-        return slot
+        return self.fast_insert(acc.block_id)
 
     cdef int64_t evict(self, const Access* acc) noexcept nogil:
-        cdef int32_t s = self.q.tail
-        if s < 0:
-            return 0
-        while s >= 0 and self.pins[s] > 0:
-            s = self.q.prev[s]
-        if s < 0:
-            s = self.q.tail
-        dl_unlink(&self.q, s)
-        return self._drop_slot(s)
+        return self.fast_evict()
 
     cdef void remove(self, int64_t slot) noexcept nogil:
         dl_unlink(&self.q, slot)

@@ -14,7 +14,7 @@ from libc.stdint cimport int64_t, int32_t, uint8_t
 from libc.stdlib cimport calloc, free
 
 from shadow.sim.policy cimport Policy, Access
-from shadow.sim.policies._dlist cimport DList, dl_init, dl_free, dl_push_head, dl_unlink
+from shadow.sim.policies._dlist cimport DList, dl_init, dl_free, dl_unlink
 
 DEFAULTS = ""
 HONOURS_PINS = True
@@ -24,9 +24,7 @@ DESCRIPTION = "SIEVE: FIFO with a visited bit and a hand (libCacheSim Sieve)"
 
 
 cdef class Sieve(Policy):
-    cdef DList q
-    cdef uint8_t* visited
-    cdef int32_t hand          # -1: unset (start at the tail)
+    """See the module docstring; the operations are the inline ``fast_*`` methods of sieve.pxd."""
 
     def __cinit__(self, int64_t capacity, *args, **kwargs):
         dl_init(&self.q, capacity)
@@ -40,39 +38,13 @@ cdef class Sieve(Policy):
         free(self.visited)
 
     cdef void hit(self, int64_t slot, const Access* acc) noexcept nogil:
-        self.visited[slot] = 1
+        self.fast_hit(slot)
 
     cdef int64_t insert(self, const Access* acc) noexcept nogil:
-        cdef int64_t slot = self._take_slot(acc.block_id)
-        dl_push_head(&self.q, slot)
-        self.visited[slot] = 0
-        return slot
+        return self.fast_insert(acc.block_id)
 
     cdef int64_t evict(self, const Access* acc) noexcept nogil:
-        cdef int32_t s, first_pinned = -1
-        cdef int64_t pinned_passes = 0
-        if self.q.tail < 0:
-            return 0
-        s = self.hand if self.hand >= 0 else self.q.tail
-        while True:
-            if self.visited[s]:
-                self.visited[s] = 0
-                pinned_passes = 0
-            elif self.pins[s] > 0:
-                if first_pinned < 0:
-                    first_pinned = s
-                pinned_passes += 1
-                if pinned_passes > self.n_resident:
-                    s = first_pinned
-                    break
-            else:
-                break
-            s = self.q.prev[s]
-            if s < 0:
-                s = self.q.tail
-        self.hand = self.q.prev[s]
-        dl_unlink(&self.q, s)
-        return self._drop_slot(s)
+        return self.fast_evict()
 
     cdef void remove(self, int64_t slot) noexcept nogil:
         if self.hand == slot:

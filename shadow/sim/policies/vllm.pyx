@@ -23,7 +23,7 @@ from libc.stdint cimport int64_t, int32_t
 from libc.stdlib cimport calloc, free
 
 from shadow.sim.policy cimport Policy, Access
-from shadow.sim.policies._dlist cimport DList, dl_init, dl_free, dl_push_head, dl_unlink
+from shadow.sim.policies._dlist cimport DList, dl_init, dl_free, dl_unlink
 
 DEFAULTS = ""
 HONOURS_PINS = True
@@ -33,8 +33,7 @@ DESCRIPTION = "vLLM BlockPool: LRU free queue in release order, tail blocks rele
 
 
 cdef class VLLM(Policy):
-    cdef DList q           # head: most recently released; tail: next victim
-    cdef int32_t* ref
+    """See the module docstring; the operations are the inline ``fast_*`` methods of vllm.pxd."""
 
     def __cinit__(self, int64_t capacity, *args, **kwargs):
         dl_init(&self.q, capacity)
@@ -47,36 +46,17 @@ cdef class VLLM(Policy):
         dl_free(&self.q)
         free(self.ref)
 
-    cdef inline bint _queued(self, int64_t slot) noexcept nogil:
-        return self.q.head == slot or self.q.prev[slot] >= 0
-
     cdef void hit(self, int64_t slot, const Access* acc) noexcept nogil:
-        if self.ref[slot] == 0 and self._queued(slot):
-            dl_unlink(&self.q, slot)
-        self.ref[slot] += 1
+        self.fast_hit(slot)
 
     cdef int64_t insert(self, const Access* acc) noexcept nogil:
-        cdef int64_t slot = self._take_slot(acc.block_id)
-        self.ref[slot] = 1
-        return slot
+        return self.fast_insert(acc.block_id)
 
     cdef void on_release(self, int64_t slot) noexcept nogil:
-        if self.ref[slot] > 0:
-            self.ref[slot] -= 1
-            if self.ref[slot] == 0:
-                dl_push_head(&self.q, slot)
+        self.fast_release(slot)
 
     cdef int64_t evict(self, const Access* acc) noexcept nogil:
-        cdef int32_t s = self.q.tail
-        if s < 0:
-            return 0
-        while s >= 0 and self.pins[s] > 0:
-            s = self.q.prev[s]
-        if s < 0:
-            s = self.q.tail
-        dl_unlink(&self.q, s)
-        self.ref[s] = 0
-        return self._drop_slot(s)
+        return self.fast_evict()
 
     cdef void remove(self, int64_t slot) noexcept nogil:
         if self._queued(slot):

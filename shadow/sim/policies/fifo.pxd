@@ -1,0 +1,35 @@
+# cython: language_level=3
+"""FIFO's class and its operations as inline methods (called directly by the serve loop, ``K_FIFO``)."""
+
+from libc.stdint cimport int64_t, int32_t
+
+from shadow.sim.policy cimport Policy
+from shadow.sim.idtable cimport SHADOW_PREFETCH
+from shadow.sim.policies._dlist cimport DList, dl_push_head, dl_unlink
+
+
+cdef class FIFO(Policy):
+    cdef DList q
+
+    cdef inline int64_t fast_insert(self, int64_t block_id) noexcept nogil:
+        cdef int64_t slot = self._take_slot(block_id)
+        dl_push_head(&self.q, slot)
+        return slot
+
+    cdef inline int64_t fast_evict(self) noexcept nogil:
+        cdef int32_t s = self.q.tail
+        cdef int64_t victim
+        if s < 0:
+            return 0
+        while s >= 0 and self.pins[s] > 0:
+            s = self.q.prev[s]
+        if s < 0:
+            s = self.q.tail
+        dl_unlink(&self.q, s)
+        victim = self._drop_slot(s)
+        # NOTE: as in LRU: the next victim is (almost always) the new tail.
+        if self.q.tail >= 0:
+            SHADOW_PREFETCH(&self.slot_ids[self.q.tail])
+            SHADOW_PREFETCH(&self.pins[self.q.tail])
+            SHADOW_PREFETCH(&self.q.prev[self.q.tail])
+        return victim
