@@ -12,13 +12,17 @@ Measures (writes bench/out/bench_connector.json; figures go to docs/performance.
            (the worker competing for the GIL).  Target: median <= 20 us + 0.1 us/block.
 * worker   the worker's sustained rate with 5 policies x 4 capacities: admissions and releases of
            the bundled trace's requests (hashes as 32-byte digests, interning included) queued
-           up front, then drained by the worker thread.  Target: >= 1M block lookups/s in total.
+           up front, then drained by the worker thread; rounds alternate between one
+           ``serve_live`` call per event (the old per-request pattern) and batches of up to
+           ``BATCH_MAX`` events, and must give the same counters.  Target: >= 1M block lookups/s.
 * concurrency  the gap between the shadow ``vllm`` policy at the engine's capacity and the
            engine's own per-request hits, with the fidelity workload sent 1, 4 and 8 at a time.
-* engine   request latency of the same in-process engine and workload without and with the
-           connector, alternating (off, on, off, on), each round in a fresh process, so drift
-           shows.  Target: no difference
-           beyond noise (the two "off" rounds give the noise).
+* engine   request latency with and without the connector: three in-process engines alive at
+           once in their own processes (off-1, on, off-2; same model, settings and prompts), each
+           request sent to each in turn (order rotated), one running at a time, two passes over
+           the prompts.  Reports medians and p90 per engine, on/off ratios with a bootstrap 90%
+           interval, and the A/A ratio off-2/off-1 as the noise.  Target: no difference beyond
+           noise.
 
 Timing thresholds live here, never in tests.  The machine is shared: read the ratios.
 """
@@ -115,12 +119,9 @@ def bench_hooks(n_per_size: int) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------
-def bench_worker(max_requests: int) -> dict:
-    from shadow.connector.config import parse_extra_config
-    from shadow.connector.worker import ADMIT, RELEASE, CACHE_FIELDS, ShadowWorker
+def _worker_requests(max_requests: int) -> list[tuple[list[bytes], int]]:
     from shadow.trace import bundled_trace_path, open_trace
 
-    B = 512  # the bundled Mooncake trace's tokens per block
     reqs = []
     with open_trace(bundled_trace_path()) as tr:
         for batch in tr:
@@ -129,17 +130,28 @@ def bench_worker(max_requests: int) -> dict:
                 n_in = int(batch.records[i]["input_length"])
                 reqs.append(([int(x).to_bytes(32, "little") for x in ids], n_in))
                 if len(reqs) >= max_requests:
-                    break
-            if len(reqs) >= max_requests:
-                break
+                    return reqs
+    return reqs
+
+
+def worker_round(reqs: list, batch_max: int) -> dict:
+    """One fresh worker drains every request's admission and release, ``batch_max`` events per
+    ``Simulator.serve_live`` call (1: one call per request per cache, the old pattern)."""
+    from shadow.connector import worker as wmod
+    from shadow.connector.config import parse_extra_config
+
+    B = 512  # the bundled Mooncake trace's tokens per block
     # NOTE: engine capacity chosen so the 4 capacities span "thrashing" to "holds most"
     cfg = parse_extra_config({"policies": ["vllm", "lru", "s3fifo", "arc", "sieve"],
                               "queue_size": 4 * len(reqs) + 16, "prediction_log_size": 1024},
                              block_size=B, engine_blocks=4096)
-    w = ShadowWorker(cfg, start=False)
+    w = wmod.ShadowWorker(cfg, start=False)
+    w.batch_max = batch_max
     for k, (hashes, n_in) in enumerate(reqs):
-        w.submit((ADMIT, f"r{k}", hashes, n_in, 0, False, float(k)))
-        w.submit_control((RELEASE, f"r{k}", [], 10, float(k) + 0.5, n_in, 1 if n_in % B else 0))
+        w.submit((wmod.ADMIT, f"r{k}", hashes, n_in, 0, False, float(k)))
+        w.submit_control((wmod.RELEASE, f"r{k}", [], 10, float(k) + 0.5, n_in,
+                          1 if n_in % B else 0))
+    gc.collect()
     c0 = time.process_time()
     t0 = time.perf_counter()
     w.start()
@@ -148,27 +160,55 @@ def bench_worker(max_requests: int) -> dict:
     cpu = time.process_time() - c0
     w.stop()
     snap = w.snapshot
-    li = CACHE_FIELDS.index("block_lookups")
+    li = wmod.CACHE_FIELDS.index("block_lookups")
     lookups = sum(row[li] for row in snap.caches)
     admitted_blocks = sum(len(h) for h, _ in reqs) * len(snap.caches)
-    res = {"caches": len(snap.caches), "capacities": list(cfg.capacities),
-           "requests": len(reqs), "lookups": int(lookups), "wall_s": round(wall, 3),
-           "cpu_s": round(cpu, 3), "lookups_per_s": round(lookups / wall),
-           "blocks_admitted_per_s": round(admitted_blocks / wall),
-           "requests_per_s": round(len(reqs) / wall), "meets_target": lookups / wall >= 1e6}
-    print("worker", res, flush=True)
+    return {"batch_max": batch_max, "caches": len(snap.caches),
+            "capacities": list(cfg.capacities), "requests": len(reqs),
+            "lookups": int(lookups), "wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
+            "lookups_per_s": round(lookups / wall),
+            "blocks_admitted_per_s": round(admitted_blocks / wall),
+            "requests_per_s": round(len(reqs) / wall),
+            # same counters whatever the batching: the batched path changes no result
+            "counters": hash(snap.caches)}
+
+
+def bench_worker(max_requests: int, repeats: int = 2) -> dict:
+    """Per-event (batch 1) and batched worker rounds, alternating, on the same requests."""
+    from shadow.connector.worker import BATCH_MAX
+
+    reqs = _worker_requests(max_requests)
+    rounds = []
+    for _ in range(repeats):
+        for bm in (1, BATCH_MAX):
+            r = worker_round(reqs, bm)
+            print("worker", r, flush=True)
+            rounds.append(r)
+    assert len({r["counters"] for r in rounds}) == 1, "batching changed the shadow's counters"
+    best = {bm: max(r["lookups_per_s"] for r in rounds if r["batch_max"] == bm)
+            for bm in (1, BATCH_MAX)}
+    res = {"rounds": [{k: v for k, v in r.items() if k != "counters"} for r in rounds],
+           "requests": len(reqs), "caches": rounds[0]["caches"],
+           "lookups_per_s_per_event": best[1], "lookups_per_s_batched": best[BATCH_MAX],
+           "speedup": round(best[BATCH_MAX] / best[1], 2),
+           "meets_target": best[BATCH_MAX] >= 1e6}
+    print("worker", {k: v for k, v in res.items() if k != "rounds"}, flush=True)
     return res
 
 
 # ---------------------------------------------------------------------------------------------
-def _engine_prompts(n_requests: int) -> list[list[int]]:
+def _engine_prompts(n_requests: int, seed0: int = 900) -> list[list[int]]:
     systems = [random_token_ids(n, seed=70 + n) for n in (200, 330, 480)]
-    return [systems[i % 3] + random_token_ids(20 + (i * 37) % 150, seed=900 + i)
+    return [systems[i % 3] + random_token_ids(20 + (i * 37) % 150, seed=seed0 + i)
             for i in range(n_requests)]
 
 
-def engine_round(label: str, n_requests: int) -> dict:
-    """One engine, with (``on``) or without (``off``) the connector: per-request latency."""
+MARK = "SHADOWBENCH "
+
+
+def engine_server(label: str, n_requests: int) -> None:
+    """A persistent in-process engine, with (``on``) or without (``off``) the connector (default
+    policies x capacities): reads prompt indices on stdin, answers each request's latency."""
     from vllm import SamplingParams, TokensPrompt
 
     prompts = _engine_prompts(n_requests)
@@ -177,37 +217,118 @@ def engine_round(label: str, n_requests: int) -> dict:
     if label == "on":
         kw["kv_transfer_config"] = _shadow_ktc({"engine_id": "latency"})
     with inprocess_llm(tiny_model_path(), **kw) as llm:
-        for p in prompts[:3]:  # warm-up
+        warm = _engine_prompts(3, seed0=5000)
+        for p in warm:  # warm-up on prompts of the same shape, not the measured ones
             llm.generate([TokensPrompt(prompt_token_ids=p)], sp, use_tqdm=False)
-        lat = []
-        for p in prompts:
+        print(MARK + json.dumps({"ready": label}), flush=True)
+        for line in sys.stdin:
+            if not line.strip() or line.strip() == "quit":
+                break
+            p = prompts[int(line)]
             t = time.perf_counter()
-            llm.generate([TokensPrompt(prompt_token_ids=p)], sp, use_tqdm=False)
-            lat.append((time.perf_counter() - t) * 1e3)
-    return {"connector": label, "median_ms": round(statistics.median(lat), 3),
-            "p90_ms": round(_pct(lat, 0.9), 3), "mean_ms": round(statistics.fmean(lat), 3)}
+            out = llm.generate([TokensPrompt(prompt_token_ids=p)], sp, use_tqdm=False)
+            ms = (time.perf_counter() - t) * 1e3
+            print(MARK + json.dumps({"ms": ms, "cached": out[0].num_cached_tokens}), flush=True)
 
 
-def bench_engine(n_requests: int) -> dict:
-    """Rounds off, on, off, on, each in a fresh process (an engine started after another in the
-    same process runs slower: leftover threads), so the two "off" rounds give the noise."""
-    import subprocess
+class _Engine:
+    def __init__(self, label: str, n_requests: int, log) -> None:
+        import subprocess
 
-    rounds = []
-    for label in ("off", "on", "off", "on"):
-        r = subprocess.run([sys.executable, __file__, "--engine-round", label,
-                            "--requests", str(n_requests)], capture_output=True, text=True,
-                           timeout=900, cwd=ROOT)
-        if r.returncode != 0:
-            raise RuntimeError(f"engine round {label} failed:\n{r.stderr[-3000:]}")
-        res = json.loads(r.stdout.strip().splitlines()[-1])
-        print("engine", res, flush=True)
-        rounds.append(res)
-    off = [r["median_ms"] for r in rounds if r["connector"] == "off"]
-    on = [r["median_ms"] for r in rounds if r["connector"] == "on"]
-    return {"rounds": rounds, "requests_per_round": n_requests,
-            "median_on_over_off": round(statistics.fmean(on) / statistics.fmean(off), 4),
-            "noise_off_vs_off": round(abs(off[0] - off[1]) / statistics.fmean(off), 4)}
+        self.label = label
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--engine-server", label.split("-")[0],
+             "--requests", str(n_requests)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=log, text=True, cwd=ROOT, start_new_session=True)
+
+    def read(self) -> dict:
+        for line in self.proc.stdout:
+            if line.startswith(MARK):
+                return json.loads(line[len(MARK):])
+        raise RuntimeError(f"engine {self.label} exited (rc {self.proc.wait()})")
+
+    def ask(self, i: int) -> dict:
+        self.proc.stdin.write(f"{i}\n")
+        self.proc.stdin.flush()
+        return self.read()
+
+    def close(self) -> None:
+        import signal
+
+        try:
+            self.proc.stdin.write("quit\n")
+            self.proc.stdin.flush()
+            self.proc.wait(timeout=60)
+        except Exception:  # noqa: BLE001
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
+def _median_ratio_ci(a: list[float], b: list[float], n_boot: int = 2000) -> list[float]:
+    """90% bootstrap interval of median(a) / median(b), requests resampled in pairs."""
+    import random
+
+    rng = random.Random(1)
+    n = len(a)
+    out = []
+    for _ in range(n_boot):
+        idx = [rng.randrange(n) for _ in range(n)]
+        out.append(statistics.median(a[i] for i in idx) / statistics.median(b[i] for i in idx))
+    out.sort()
+    return [round(out[int(0.05 * n_boot)], 4), round(out[int(0.95 * n_boot)], 4)]
+
+
+def bench_engine(n_requests: int, passes: int = 2) -> dict:
+    """Interleaved A/B with an A/A control: three engines alive at once, ``off-1``, ``on`` and
+    ``off-2`` (same model, settings and prompts), each request sent to each engine in turn
+    (the order rotated per request), one request running at a time; ``passes`` passes over the
+    prompts (the second hits the prefix cache).  The two "off" engines give the noise."""
+    import tempfile
+
+    labels = ("off-1", "on", "off-2")
+    log = tempfile.TemporaryFile(mode="w+")
+    engines = [_Engine(lb, n_requests, log) for lb in labels]
+    lat: dict[str, list[float]] = {lb: [] for lb in labels}
+    cached: dict[str, list[int]] = {lb: [] for lb in labels}
+    t0 = time.monotonic()
+    try:
+        for e in engines:
+            e.read()  # ready
+        start_s = time.monotonic() - t0
+        k = 0
+        for _ in range(passes):
+            for i in range(n_requests):
+                order = engines[k % 3:] + engines[:k % 3]
+                k += 1
+                for e in order:
+                    r = e.ask(i)
+                    lat[e.label].append(r["ms"])
+                    cached[e.label].append(r["cached"])
+    except Exception:
+        log.seek(0)
+        print(log.read()[-4000:], file=sys.stderr)
+        raise
+    finally:
+        for e in engines:
+            e.close()
+    assert cached["on"] == cached["off-1"] == cached["off-2"], "engines diverged"
+    per = {lb: {"median_ms": round(statistics.median(v), 3), "p90_ms": round(_pct(v, 0.9), 3),
+                "mean_ms": round(statistics.fmean(v), 3)} for lb, v in lat.items()}
+    off = [statistics.fmean(x) for x in zip(lat["off-1"], lat["off-2"])]
+    med = {lb: statistics.median(v) for lb, v in lat.items()}
+    p90 = {lb: _pct(v, 0.9) for lb, v in lat.items()}
+    res = {"engines": per, "requests": n_requests * passes, "passes": passes,
+           "start_s": round(start_s, 1),
+           "on_over_off_median": round(med["on"] / statistics.median(off), 4),
+           "on_over_off_median_ci90": _median_ratio_ci(lat["on"], off),
+           "on_over_off_p90": round(p90["on"] / _pct(off, 0.9), 4),
+           "aa_off2_over_off1_median": round(med["off-2"] / med["off-1"], 4),
+           "aa_off2_over_off1_median_ci90": _median_ratio_ci(lat["off-2"], lat["off-1"]),
+           "aa_off2_over_off1_p90": round(p90["off-2"] / p90["off-1"], 4),
+           "prefix_hit_share": round(sum(cached["on"]) / sum(
+               len(p) for p in _engine_prompts(n_requests)) / passes, 3)}
+    print("engine", res, flush=True)
+    return res
 
 
 def bench_concurrency(batch: int) -> dict:
@@ -269,22 +390,22 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer requests (a smoke run)")
     ap.add_argument("--only", choices=["hooks", "worker", "engine", "concurrency"], default=None)
-    ap.add_argument("--engine-round", choices=["on", "off"], default=None, help=argparse.SUPPRESS)
-    ap.add_argument("--requests", type=int, default=40, help=argparse.SUPPRESS)
+    ap.add_argument("--engine-server", choices=["on", "off"], default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--requests", type=int, default=60, help=argparse.SUPPRESS)
     a = ap.parse_args()
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
-    if a.engine_round:
-        print(json.dumps(engine_round(a.engine_round, a.requests)))
+    if a.engine_server:
+        engine_server(a.engine_server, a.requests)
         return
     res: dict = {}
     if a.only in (None, "worker"):
-        res["worker"] = bench_worker(2000 if a.quick else 23_608)
+        res["worker"] = bench_worker(1000 if a.quick else 4000)
     if a.only in (None, "hooks"):
         res["hooks"] = bench_hooks(100 if a.quick else 400)
     if a.only in (None, "concurrency"):
         res["concurrency"] = [bench_concurrency(b) for b in (1, 4, 8)]
     if a.only in (None, "engine"):
-        res["engine"] = bench_engine(10 if a.quick else 40)
+        res["engine"] = bench_engine(10 if a.quick else 60)
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / "bench_connector.json"
     old = json.loads(path.read_text()) if path.exists() else {}

@@ -28,7 +28,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from vllm.distributed.kv_transfer.kv_connector.v1.metrics import (KVConnectorPromMetrics,
                                                                   KVConnectorStats)
 
-from shadow.connector.worker import CACHE_FIELDS
+from shadow.connector.worker import CACHE_FIELDS, cache_key
 
 logger = logging.getLogger(__name__)
 
@@ -133,6 +133,29 @@ def stats_delta(cur: Mapping[str, Any], prev: Mapping[str, Any] | None) -> dict[
     return {"c": c, "e": e, "rec": cur.get("rec", -1), "cap": cur.get("cap", 0)}
 
 
+def expected_cache_keys(vllm_config, n_engines: int) -> tuple[list[str], int]:
+    """The cache keys and engine capacity an engine of ``vllm_config`` will report, as the
+    frontend can tell before any stats arrive (``([], 0)`` when it cannot).
+
+    NOTE: the engines' handshake leaves the *sum* of their KV block counts in the frontend's
+    ``cache_config.num_gpu_blocks``; each engine's usable capacity is its share minus the null
+    block, as in ``ShadowConnector._parse_config``.
+    """
+    from shadow.connector.config import parse_extra_config
+
+    total = int(getattr(vllm_config.cache_config, "num_gpu_blocks", 0) or 0)
+    per_engine = total // max(1, int(n_engines)) - 1
+    if per_engine <= 0:
+        return [], 0
+    ktc = vllm_config.kv_transfer_config
+    extra = dict(getattr(ktc, "kv_connector_extra_config", None) or {})
+    block_size = int(vllm_config.cache_config.block_size or 16)
+    cfg = parse_extra_config(extra, block_size=block_size, engine_blocks=per_engine)
+    if not cfg.enabled:
+        return [], 0
+    return [cache_key(p.label, c) for p, c in cfg.caches], per_engine
+
+
 def _unregister(registry: CollectorRegistry, names: Iterable[str]) -> None:
     # NOTE: a second engine in one process (tests; vLLM re-creating its stat loggers) would
     # otherwise fail with "Duplicated timeseries"; vLLM does the same for its vllm: names.
@@ -166,22 +189,55 @@ class ShadowPromMetrics(KVConnectorPromMetrics):
         self._cap = self._gauge_cls(name=CAPACITY_GAUGE, documentation=CAPACITY_HELP,
                                     labelnames=list(labelnames), multiprocess_mode="mostrecent")
         self._children: dict[tuple[int, str], list] = {}
+        # engine -> cache keys created up front, checked against its first payload
+        self._guessed: dict[int, set[str]] = {}
+        try:
+            keys, cap = expected_cache_keys(vllm_config, len(per_engine_labelvalues))
+        except Exception:  # noqa: BLE001 - the engine core validates; never break the frontend
+            logger.debug("shadow connector: no series up front", exc_info=True)
+            keys, cap = [], 0
         for idx, values in per_engine_labelvalues.items():
             for f in ENGINE_FIELDS:
                 self._engine[f].labels(*values)
             self._rec.labels(*values)
+            # NOTE: every series exists at 0 from the first scrape, so a PromQL rate() window
+            # that starts at start-up sees the first requests as an increase (a series born
+            # with its first nonzero value has no earlier sample: its first increment is lost).
+            if cap:
+                self._cap.labels(*values).set(cap)
+            base = [str(v) for v in values]
+            for key in keys:
+                self._children[(idx, key)] = self._cache_children(base, key)
+            self._guessed[idx] = set(keys)
+
+    def _cache_children(self, base: list[str], key: str) -> list:
+        policy, cap = split_key(key)
+        return [self._cache[f].labels(*base, policy, cap) for f in CACHE_FIELDS]
+
+    def _drop_wrong_guesses(self, engine_idx: int, base: list[str], keys) -> None:
+        """Remove series created up front that the engine does not report (its capacity
+        differs from the frontend's estimate, e.g. data-parallel engines of unequal memory)."""
+        for key in self._guessed.pop(engine_idx, set()) - set(keys):
+            policy, cap = split_key(key)
+            for f in CACHE_FIELDS:
+                try:
+                    self._cache[f].remove(*base, policy, cap)
+                except KeyError:
+                    pass
+            self._children.pop((engine_idx, key), None)
 
     def observe(self, transfer_stats_data: dict[str, Any], engine_idx: int = 0) -> None:
         try:
             base = [str(v) for v in self.per_engine_labelvalues.get(
                 engine_idx, next(iter(self.per_engine_labelvalues.values()), []))]
+            if engine_idx in self._guessed and "c" in transfer_stats_data:
+                self._drop_wrong_guesses(engine_idx, base, transfer_stats_data["c"])
             for key, row in transfer_stats_data.get("c", {}).items():
                 # NOTE: labelled children cached per (engine, cache): observe runs every engine
                 # step with a delta, and labels() costs microseconds per call
                 children = self._children.get((engine_idx, key))
                 if children is None:
-                    policy, cap = split_key(key)
-                    children = [self._cache[f].labels(*base, policy, cap) for f in CACHE_FIELDS]
+                    children = self._cache_children(base, key)
                     self._children[(engine_idx, key)] = children
                 for child, v in zip(children, row):
                     if v > 0:

@@ -53,6 +53,26 @@ def _wait_metrics(url: str, ready, timeout_s: float = 30.0):
         time.sleep(0.5)
 
 
+def _assert_every_series_at_zero(vllm_url: str, own_url: str, cap: str) -> None:
+    """Right after start-up, before any request: every counter of every policy x capacity label
+    set exists at 0 on both endpoints (so rate() windows that start at start-up agree)."""
+    from shadow.connector.metrics import ENGINE_FIELDS
+    from shadow.connector.worker import CACHE_FIELDS
+
+    want = {(p, c) for p in ("vllm", "lru") for c in (cap, str(2 * int(cap)))}
+    for where, url in (("vllm", vllm_url), ("own", own_url)):
+        m = parse_prometheus(http_get(url))
+        for f in CACHE_FIELDS:
+            series = {(dict(k[1])["policy"], dict(k[1])["capacity_blocks"]): v
+                      for k, v in m.items() if k[0] == f"shadow_{f}_total"}
+            assert set(series) == want, (where, f, sorted(series))
+            assert all(v == 0 for v in series.values()), (where, f, series)
+        for f in ENGINE_FIELDS:
+            series = [v for k, v in m.items() if k[0] == f"shadow_{f}_total"]
+            assert series == [0.0], (where, f, series)
+        assert metric_sum(m, "shadow_engine_capacity_blocks") == int(cap), where
+
+
 def test_openai_server_metrics_recording_and_kill_9(tmp_path):
     model = tiny_model_path()
     rec_dir = tmp_path / "rec"
@@ -65,6 +85,7 @@ def test_openai_server_metrics_recording_and_kill_9(tmp_path):
             "--enable-prompt-tokens-details", "--served-model-name", "tiny", "--max-model-len", "1024"]
     with start_openai_server(model, extra_args=args) as url:
         own_url = f"http://127.0.0.1:{own_port}/metrics"
+        _assert_every_series_at_zero(url + "/metrics", own_url, str(NUM_BLOCKS - 1))
         cached = []
 
         def send(p):
