@@ -12,6 +12,13 @@ Builds (once) a tiled JSONL trace of >= 10M block accesses from the bundled Moon
 * read     LcpReader over the .lcp.zst (batches of arrays, next access decoded) vs the zstd
   decode ceiling (python-zstandard stream_reader decoding the same file into one reused buffer,
   output dropped), alternating; and LcpReader over the plain .lcp.
+* frames   the same trace written as one body frame (the layout before the frame index,
+  ``frame_bytes=0``) vs indexed frames (the default): size; single-thread decode ceiling of
+  each; the frames decoded on the reader's thread pool, nothing else (parallel ceiling);
+  LcpReader on the single-frame file, on the indexed file with the streaming decoder
+  (``decode_threads=0``) and with the pool; and ``shadow simulate --algo lru --cache-size 8k``
+  end to end (a child process: wall, and CPU of the child) on both files.  Rounds alternate
+  the variants, so a burst of load from other users hits all of them.
 
 CPU time counts every thread of the process (the reader decodes in a prefetch thread, the
 converter interns in a worker thread), so a CPU-time rate is what one core would do.
@@ -121,11 +128,136 @@ def bench_read(path: Path, batch_entries: int | None = None) -> dict:
     return {"wall": time.perf_counter() - t, "cpu": time.process_time() - c, "entries": m}
 
 
+def single_frame_copy(src: Path, out: Path) -> None:
+    """Rewrite ``src`` with the body as one zstd frame (no frame index), level 1 as convert."""
+    from shadow.trace import LcpReader, LcpWriter
+
+    with LcpReader(str(src)) as r:
+        h = r.header
+        with LcpWriter(str(out), block_size_tokens=h.block_size_tokens, producer=h.producer,
+                       type_names=h.type_names, has_next_access=h.has_next_access,
+                       has_session_next=h.has_session_next, sorted=h.is_sorted,
+                       frame_bytes=0) as w:
+            for b in r:
+                w.write_batch(b)
+
+
+def bench_frames_ceiling(path: Path, threads: int) -> dict:
+    """Decode every indexed frame on ``threads`` threads as the reader does, output dropped."""
+    from shadow.trace.reader import _FrameDecoder
+
+    t, c = time.perf_counter(), time.process_time()
+    n = 0
+    with open(path, "rb") as f:
+        fd = _FrameDecoder(f, threads)
+        for chunk in fd.chunks():
+            n += len(chunk)
+    return {"wall": time.perf_counter() - t, "cpu": time.process_time() - c, "bytes": n,
+            "frames": fd.n_frames}
+
+
+def bench_read_threads(path: Path, threads: int | None) -> dict:
+    from shadow.trace import LcpReader
+
+    t, c = time.perf_counter(), time.process_time()
+    m = 0
+    with LcpReader(str(path), decode_threads=threads) as r:
+        for b in r:
+            m += b.n_blocks
+    return {"wall": time.perf_counter() - t, "cpu": time.process_time() - c, "entries": m,
+            "frames_parallel": r.n_frames_parallel, "threads": r.decode_threads}
+
+
+def bench_simulate(path: Path) -> dict:
+    """``shadow simulate --algo lru --cache-size 8k`` in a child: wall and the child's CPU."""
+    import resource
+
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "shadow", "simulate", "--trace", str(path),
+                        "--algo", "lru", "--cache-size", "8k"], capture_output=True, text=True,
+                       cwd=ROOT)
+    wall = time.perf_counter() - t
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if r.returncode:
+        raise SystemExit(f"shadow simulate failed: {r.stderr.strip()}")
+    cpu = (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)
+    return {"wall": wall, "cpu": cpu, "out": r.stdout.strip().splitlines()[-1:]}
+
+
+def bench_startup() -> dict:
+    """The same CLI on a 1-request trace: the start-up cost inside every simulate figure."""
+    import tempfile
+
+    from shadow.trace import LcpWriter
+
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "one.lcp.zst"
+        with LcpWriter(str(p)) as w:
+            w.write_request({"complete_time_us": 1}, [1, 2])
+        return bench_simulate(p)
+
+
+def bench_frames(lcp: Path, n_acc: int, repeat: int) -> dict:
+    from shadow.trace.reader import default_decode_threads
+
+    single = lcp.with_name(lcp.name.replace(".lcp.zst", ".single.lcp.zst"))
+    single_frame_copy(lcp, single)
+    threads = default_decode_threads()
+    variants = {
+        "ceiling_single_frame_1thread": lambda: bench_zstd_ceiling(single),
+        "ceiling_indexed_1thread": lambda: bench_zstd_ceiling(lcp),
+        "ceiling_indexed_pool": lambda: bench_frames_ceiling(lcp, threads),
+        "read_single_frame": lambda: bench_read_threads(single, None),
+        "read_indexed_streaming": lambda: bench_read_threads(lcp, 0),
+        "read_indexed_pool": lambda: bench_read_threads(lcp, None),
+        "simulate_lru_8k_single_frame": lambda: bench_simulate(single),
+        "simulate_lru_8k_indexed": lambda: bench_simulate(lcp),
+        "simulate_startup_1_request": bench_startup,
+    }
+    runs: dict[str, list] = {k: [] for k in variants}
+    load = [os.getloadavg()[0]]
+    for _ in range(repeat):
+        for k, fn in variants.items():
+            runs[k].append(fn())
+        load.append(os.getloadavg()[0])
+    res: dict = {"decode_threads": threads, "load_avg_1min_per_round": load,
+                 "single_frame_bytes": single.stat().st_size, "indexed_bytes": lcp.stat().st_size,
+                 "size_cost": lcp.stat().st_size / single.stat().st_size - 1}
+    for k, rs in runs.items():
+        bw = min(rs, key=lambda r: r["wall"])
+        bc = min(rs, key=lambda r: r["cpu"])
+        row = {"wall_s_best": bw["wall"], "cpu_s_best": bc["cpu"],
+               "wall_s_all": [round(r["wall"], 3) for r in rs]}
+        if k != "simulate_startup_1_request":
+            row["accesses_per_s_wall"] = n_acc / bw["wall"]
+            row["accesses_per_s_cpu"] = n_acc / bc["cpu"]
+        for extra in ("frames", "frames_parallel", "out"):
+            if extra in bw:
+                row[extra] = bw[extra]
+        res[k] = row
+    su = res["simulate_startup_1_request"]["wall_s_best"]
+    for k in ("simulate_lru_8k_single_frame", "simulate_lru_8k_indexed"):
+        res[k]["accesses_per_s_wall_less_startup"] = n_acc / (res[k]["wall_s_best"] - su)
+    r = res
+    r["ratios"] = {
+        "read_pool_vs_single_frame_wall": r["read_single_frame"]["wall_s_best"]
+        / r["read_indexed_pool"]["wall_s_best"],
+        "read_pool_vs_1thread_ceiling_wall": r["ceiling_single_frame_1thread"]["wall_s_best"]
+        / r["read_indexed_pool"]["wall_s_best"],
+        "simulate_indexed_vs_single_frame_wall": r["simulate_lru_8k_single_frame"]["wall_s_best"]
+        / r["simulate_lru_8k_indexed"]["wall_s_best"],
+    }
+    return res
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--min-accesses", type=int, default=10_000_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--level", type=int, default=1)
+    ap.add_argument("--frames-only", action="store_true",
+                    help="only the frames section (the .lcp.zst must exist)")
     a = ap.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     jsonl = OUT / f"tiled-{a.min_accesses}.jsonl"
@@ -133,6 +265,14 @@ def main() -> None:
         from tile import tile
         tile(a.min_accesses, str(jsonl))
     lcp = OUT / f"tiled-{a.min_accesses}.lcp.zst"
+    if a.frames_only:
+        from shadow.trace import read_header
+
+        h = read_header(str(lcp))
+        res = {"frames": bench_frames(lcp, h.n_block_accesses, a.repeat)}
+        (OUT / "bench_trace_frames.json").write_text(json.dumps(res, indent=2))
+        print(json.dumps(res, indent=2))
+        return
 
     conv = best(lambda: bench_convert(jsonl, lcp, a.level), a.repeat)
     n_acc, n_uniq = conv["n_block_accesses"], conv["n_unique_blocks"]
@@ -172,6 +312,7 @@ def main() -> None:
                          "entries_per_s_cpu": n_entries_ceiling / ceil["cpu"],
                          "decompressed_MB_per_s_cpu": ceil["bytes"] / ceil["cpu"] / 1e6},
     }
+    res["frames"] = bench_frames(lcp, n_acc, a.repeat)
     res["ratios"] = {
         "read_vs_zstd_ceiling_cpu": res["read"]["entries_per_s_cpu"]
         / res["zstd_ceiling"]["entries_per_s_cpu"],

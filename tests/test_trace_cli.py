@@ -97,3 +97,24 @@ def test_usage_errors(tmp_path):
     src = tmp_path / "a.jsonl"
     src.write_text('{"timestamp": 0, "hash_ids": [1]}\n')
     _one_line_error(shadow("convert", str(src), str(tmp_path / "out.bin")), "output format")
+
+
+def test_convert_frame_size(tmp_path, synthetic_jsonl):
+    from shadow.trace import LcpReader
+    from shadow.trace.format import HEADER_FRAME_SIZE, ZSTD_MAGIC
+
+    outs = {}
+    for fs in ("0", "64k", "4M"):
+        out = tmp_path / f"f{fs}.lcp.zst"
+        r = shadow("convert", "--frame-size", fs, str(synthetic_jsonl), str(out))
+        assert r.returncode == 0, r.stderr
+        with LcpReader(str(out), decode_threads=2) as rd:
+            outs[fs] = [b.block_ids.tolist() for b in rd]
+            frames = rd.n_frames_parallel
+        # 68 x 3,993 requests + 16 x 121,877 entries = 2,221,556 bytes of payload; a frame
+        # ends with the request that takes it to 64 KiB or more
+        assert frames in {"0": (0,), "64k": (33, 34), "4M": (1,)}[fs]
+    assert outs["0"] == outs["64k"] == outs["4M"]
+    assert (tmp_path / "f0.lcp.zst").read_bytes()[HEADER_FRAME_SIZE:][:4] == ZSTD_MAGIC
+    r = shadow("convert", "--frame-size", "lots", str(synthetic_jsonl), str(tmp_path / "x.lcp.zst"))
+    _one_line_error(r, "bad frame size 'lots'")

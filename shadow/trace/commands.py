@@ -10,7 +10,7 @@ from typing import Iterator
 
 import click
 
-from shadow.cli_options import allow_truncated_option, block_id_option
+from shadow.cli_options import allow_truncated_option, block_id_option, parse_size
 from shadow.errors import ShadowError
 
 
@@ -49,8 +49,11 @@ def _progress(length: int | None, label: str) -> Iterator:
 @click.option("--level", type=click.IntRange(1, 19), default=1, show_default=True,
               help="zstd compression level for a .zst output (1: half the CPU time of 3,"
                    " ~4% larger).")
+@click.option("--frame-size", "frame_size", default="4M", show_default=True,
+              help="Decompressed bytes per zstd frame of a .zst output (k/m suffixes; frames"
+                   " are decoded in parallel when read; 0: one body frame, no frame index).")
 def convert(paths: tuple[str, ...], block_id: str, allow_truncated: bool, time_unit: str,
-            block_size: int | None, level: int) -> None:
+            block_size: int | None, level: int, frame_size: str) -> None:
     """Convert traces: IN... OUT.
 
     \b
@@ -66,11 +69,12 @@ def convert(paths: tuple[str, ...], block_id: str, allow_truncated: bool, time_u
     if len(paths) < 2:
         raise click.UsageError("need at least one input and one output: shadow convert IN... OUT")
     inputs, output = list(paths[:-1]), paths[-1]
+    frame_bytes = 0 if frame_size.strip() == "0" else parse_size(frame_size, what="frame size")
     size = os.path.getsize(inputs[0]) if os.path.isfile(inputs[0]) else None
     with _progress(size if len(inputs) == 1 else None, "reading") as cb:
         summary = convert_file(inputs, output, block_id=block_id, time_unit=time_unit,
                                allow_truncated=allow_truncated, level=level,
-                               block_size_tokens=block_size, progress=cb)
+                               frame_bytes=frame_bytes, block_size_tokens=block_size, progress=cb)
     parts = [f"wrote {summary['output']}: {summary['n_requests']:,} requests,"
              f" {summary['n_block_accesses']:,} blocks"]
     if "n_unique_blocks" in summary:

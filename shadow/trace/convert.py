@@ -26,7 +26,7 @@ from shadow.trace.format import FLAG_COUNTS_VALID, RECORD_DTYPE
 from shadow.trace.header import LcpHeader, sniff
 from shadow.trace.jsonl import JsonlReader, write_jsonl
 from shadow.trace.reader import LcpReader
-from shadow.trace.writer import DEFAULT_LEVEL, LcpWriter
+from shadow.trace.writer import DEFAULT_FRAME_BYTES, DEFAULT_LEVEL, LcpWriter
 
 logger = logging.getLogger(__name__)
 
@@ -84,10 +84,11 @@ def header_for(trace: TraceArrays, producer: str) -> LcpHeader:
 
 
 def write_lcp(trace: TraceArrays, path: str, *, producer: str, compress: bool | None = None,
-              level: int = DEFAULT_LEVEL) -> LcpHeader:
+              level: int = DEFAULT_LEVEL, frame_bytes: int = DEFAULT_FRAME_BYTES) -> LcpHeader:
     """Write an annotated in-memory trace; returns the header written."""
     w = LcpWriter(path, block_size_tokens=trace.block_size_tokens, producer=producer,
                   type_names=trace.type_names, compress=compress, level=level,
+                  frame_bytes=frame_bytes,
                   has_next_access=trace.annotated, has_session_next=trace.annotated,
                   sorted=trace.annotated)
     try:
@@ -154,7 +155,7 @@ def load_trace(inputs: Sequence[str], *, block_id: str = "prefix", time_unit: st
 def convert_file(inputs: str | Sequence[str], output: str, *, block_id: str = "prefix",
                  time_unit: str = "auto", allow_truncated: bool = False,
                  compress: bool | None = None, level: int = DEFAULT_LEVEL,
-                 block_size_tokens: int | None = None,
+                 frame_bytes: int = DEFAULT_FRAME_BYTES, block_size_tokens: int | None = None,
                  progress: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Convert ``inputs`` to ``output``; returns a summary (counts of what was written)."""
     if isinstance(inputs, (str, os.PathLike)):
@@ -183,7 +184,7 @@ def convert_file(inputs: str | Sequence[str], output: str, *, block_id: str = "p
     else:
         header = write_lcp(trace, output, producer=producer,
                            compress=(out_kind == "lcp.zst") if compress is None else compress,
-                           level=level)
+                           level=level, frame_bytes=frame_bytes)
     return {"output": output, "format": out_kind, "n_requests": header.n_requests,
             "n_block_accesses": header.n_block_accesses,
             "n_unique_blocks": header.n_unique_blocks, "n_sessions": header.n_sessions,
