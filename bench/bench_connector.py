@@ -264,8 +264,8 @@ class _Engine:
             self.proc.wait()
 
 
-def _median_ratio_ci(a: list[float], b: list[float], n_boot: int = 2000) -> list[float]:
-    """90% bootstrap interval of median(a) / median(b), requests resampled in pairs."""
+def _ratio_ci(a: list[float], b: list[float], stat, n_boot: int = 2000) -> list[float]:
+    """90% bootstrap interval of stat(a) / stat(b), requests resampled in pairs."""
     import random
 
     rng = random.Random(1)
@@ -273,9 +273,13 @@ def _median_ratio_ci(a: list[float], b: list[float], n_boot: int = 2000) -> list
     out = []
     for _ in range(n_boot):
         idx = [rng.randrange(n) for _ in range(n)]
-        out.append(statistics.median(a[i] for i in idx) / statistics.median(b[i] for i in idx))
+        out.append(stat([a[i] for i in idx]) / stat([b[i] for i in idx]))
     out.sort()
     return [round(out[int(0.05 * n_boot)], 4), round(out[int(0.95 * n_boot)], 4)]
+
+
+def _p90(xs: list[float]) -> float:
+    return _pct(xs, 0.9)
 
 
 def bench_engine(n_requests: int, passes: int = 2) -> dict:
@@ -315,16 +319,21 @@ def bench_engine(n_requests: int, passes: int = 2) -> dict:
     per = {lb: {"median_ms": round(statistics.median(v), 3), "p90_ms": round(_pct(v, 0.9), 3),
                 "mean_ms": round(statistics.fmean(v), 3)} for lb, v in lat.items()}
     off = [statistics.fmean(x) for x in zip(lat["off-1"], lat["off-2"])]
-    med = {lb: statistics.median(v) for lb, v in lat.items()}
-    p90 = {lb: _pct(v, 0.9) for lb, v in lat.items()}
+    med = statistics.median
     res = {"engines": per, "requests": n_requests * passes, "passes": passes,
            "start_s": round(start_s, 1),
-           "on_over_off_median": round(med["on"] / statistics.median(off), 4),
-           "on_over_off_median_ci90": _median_ratio_ci(lat["on"], off),
-           "on_over_off_p90": round(p90["on"] / _pct(off, 0.9), 4),
-           "aa_off2_over_off1_median": round(med["off-2"] / med["off-1"], 4),
-           "aa_off2_over_off1_median_ci90": _median_ratio_ci(lat["off-2"], lat["off-1"]),
-           "aa_off2_over_off1_p90": round(p90["off-2"] / p90["off-1"], 4),
+           "on_over_off_median": round(med(lat["on"]) / med(off), 4),
+           "on_over_off_median_ci90": _ratio_ci(lat["on"], off, med),
+           "on_over_off_p90": round(_p90(lat["on"]) / _p90(off), 4),
+           "on_over_off_p90_ci90": _ratio_ci(lat["on"], off, _p90),
+           # per request: on / the mean of the two off engines on the same prompt, same turn
+           "on_over_off_paired_median": round(med([x / y for x, y in zip(lat["on"], off)]), 4),
+           "aa_off2_over_off1_median": round(med(lat["off-2"]) / med(lat["off-1"]), 4),
+           "aa_off2_over_off1_median_ci90": _ratio_ci(lat["off-2"], lat["off-1"], med),
+           "aa_off2_over_off1_p90": round(_p90(lat["off-2"]) / _p90(lat["off-1"]), 4),
+           "aa_off2_over_off1_p90_ci90": _ratio_ci(lat["off-2"], lat["off-1"], _p90),
+           "aa_off2_over_off1_paired_median": round(
+               med([x / y for x, y in zip(lat["off-2"], lat["off-1"])]), 4),
            "prefix_hit_share": round(sum(cached["on"]) / sum(
                len(p) for p in _engine_prompts(n_requests)) / passes, 3)}
     print("engine", res, flush=True)
@@ -405,7 +414,7 @@ def main() -> None:
     if a.only in (None, "concurrency"):
         res["concurrency"] = [bench_concurrency(b) for b in (1, 4, 8)]
     if a.only in (None, "engine"):
-        res["engine"] = bench_engine(10 if a.quick else 60)
+        res["engine"] = bench_engine(10 if a.quick else 80)
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / "bench_connector.json"
     old = json.loads(path.read_text()) if path.exists() else {}
