@@ -22,8 +22,21 @@ cdef int idmap_init(IdMap* m, int64_t capacity) except -1 nogil:
 
 
 cdef int slotmap_init(SlotMap* m, int64_t capacity) except -1 nogil:
-    cdef uint64_t size = <uint64_t>(2 * capacity if capacity > 8 else 16)
-    m.e = <uint64_t*>calloc(size, sizeof(uint64_t))
+    """Size the table for ``capacity`` slots: about 4 entries per slot (load <= 1/4), 16 B/slot."""
+    cdef uint64_t size = <uint64_t>(4 * capacity if capacity > 4 else 16)
+    cdef uint32_t sbits = 1
+    # NOTE: Lemire's reduction multiplies a 32-bit hash by the size: keep it below 2**32
+    # (a cache of more than 2**30 slots then runs at a load above 1/4).
+    if size > 0xFFFFFFFFULL:
+        size = 0xFFFFFFFFULL
+    while (<uint64_t>1 << sbits) <= <uint64_t>capacity:
+        sbits += 1
+    m.sbits = sbits
+    m.smask = <uint32_t>((<uint64_t>1 << sbits) - 1)
+    # NOTE: the fingerprint has 32 - sbits bits; with at least 2 more than the size needs, homes
+    # derived from it alone are spread evenly enough (up to ~8k slots).
+    m.fp_home = sbits < 32 and (<uint64_t>1 << (32 - sbits)) >= 4 * size
+    m.e = <uint32_t*>calloc(size, sizeof(uint32_t))
     m.size = size
     m.n = 0
     if m.e == NULL:

@@ -72,6 +72,129 @@ cdef inline int64_t _bsearch(const int64_t* a, int64_t n, int64_t key) noexcept 
     return lo < n and a[lo] == key
 
 
+# ---- the policy's operations, specialised per kind (fused type: one C function per policy) ----
+
+ctypedef fused AnyPolicy:
+    LRU
+    FIFO
+    Clock
+    Sieve
+    VLLM
+    Policy
+
+
+cdef inline void _hit(AnyPolicy p, int64_t slot, const Access* acc) noexcept nogil:
+    if AnyPolicy is Policy:
+        p.hit(slot, acc)
+    elif AnyPolicy is FIFO:
+        pass
+    else:
+        p.fast_hit(slot)
+
+
+cdef inline int64_t _insert(AnyPolicy p, const Access* acc) noexcept nogil:
+    if AnyPolicy is Policy:
+        return p.insert(acc)
+    else:
+        return p.fast_insert(acc.block_id)
+
+
+cdef inline int64_t _evict(AnyPolicy p, const Access* acc) noexcept nogil:
+    if AnyPolicy is Policy:
+        return p.evict(acc)
+    else:
+        return p.fast_evict()
+
+
+cdef inline void _on_release(AnyPolicy p, int64_t slot) noexcept nogil:
+    if AnyPolicy is VLLM:
+        p.fast_release(slot)
+    elif AnyPolicy is Policy:
+        p.on_release(slot)
+
+
+cdef void _evict_trusted(AnyPolicy p, int64_t n, const Access* acc) noexcept nogil:
+    """``n`` evictions that cannot fail nor hit the request (see serve's ``trusted``)."""
+    cdef int64_t j
+    for j in range(n):
+        _evict(p, acc)
+
+
+cdef int64_t _access(CacheRun run, AnyPolicy p, const int64_t* ids, int64_t B,
+                     const int64_t* nxt, const double* cexact, const int64_t* cint,
+                     int64_t n_anonymous, bint sorted_unique, Access* acc,
+                     int64_t req_index) noexcept nogil:
+    """The access phase of :meth:`CacheRun.serve`: evictions during it, or -1 if stuck (failed)."""
+    cdef int64_t i, j, step, slot, bid, victim, n_res, n_ev = 0
+    cdef int64_t* sids = p.slot_ids
+    cdef int64_t* slots = run.slots
+    cdef int64_t limit = p.capacity - run.reserved - n_anonymous
+    if run.deepest_first:
+        i = B - 1
+        step = -1
+    else:
+        i = 0
+        step = 1
+    for j in range(B):
+        bid = ids[i]
+        run.vtime += 1
+        acc.block_id = bid
+        if AnyPolicy is Policy:
+            acc.cost = cint[i]
+            acc.cost_exact = cexact[i]
+            acc.next_access = nxt[i]
+            acc.vtime = run.vtime
+            acc.position = i
+        slot = slots[i]
+        if slot >= 0 and sids[slot] != bid:
+            slot = -1                       # evicted since the match
+        if slot < 0 and not sorted_unique:
+            # NOTE: with distinct ids a block missing at match time (or evicted since) stays
+            # missing until its own get; with duplicates an earlier get may have inserted it.
+            slot = p.find(bid)
+        if slot >= 0:
+            n_res = p.n_resident
+            _hit(p, slot, acc)
+        else:
+            if p.n_resident >= limit:
+                if AnyPolicy is not Policy:
+                    # NOTE: the fast kinds read nothing of ``acc`` but the id; fill it anyway
+                    # here (rare) so every path sees the same access.
+                    acc.cost = cint[i]
+                    acc.cost_exact = cexact[i]
+                    acc.next_access = nxt[i]
+                    acc.vtime = run.vtime
+                    acc.position = i
+                victim = _evict(p, acc)
+                if victim == 0:
+                    run._fail(FAIL_UNEXPECTED_STUCK, req_index, bid)
+                    return -1
+                run.n_unexpected_eviction += 1
+                n_ev += 1
+            n_res = p.n_resident + 1
+            slot = _insert(p, acc)
+            slots[i] = slot
+        # NOTE: a policy may evict inside hit/insert (twoq's Am spills its own tail even when
+        # the cache has room, as libCacheSim does): a *spilled* eviction the loop did not ask
+        # for, so it counts as unexpected.  The dropped slot is caught by the id checks after.
+        if p.n_resident < n_res:
+            run.n_unexpected_eviction += n_res - p.n_resident
+            n_ev += 1
+        i += step
+    return n_ev
+
+
+cdef void _release_request(AnyPolicy p, const int64_t* ids, int64_t B,
+                           const int64_t* slots) noexcept nogil:
+    """Release the request's resident blocks tail first (a policy with ``wants_release``)."""
+    cdef int64_t i, slot
+    cdef int64_t* sids = p.slot_ids
+    for i in range(B - 1, -1, -1):
+        slot = slots[i]
+        if slot >= 0 and sids[slot] == ids[i]:
+            _on_release(p, slot)
+
+
 cdef class CacheRun:
     """One simulated cache: a policy instance, the loop's options and its statistics."""
 
@@ -219,54 +342,6 @@ cdef class CacheRun:
             for i in range(self.smask + 1):
                 self.sgen[i] = 0
             self.gen = 1
-
-    # ---- the policy's operations: inlined for the fast kinds, virtual otherwise ----
-
-    cdef inline void _p_hit(self, int64_t slot, const Access* acc) noexcept nogil:
-        if self.kind == K_LRU:
-            self.p_lru.fast_hit(slot)
-        elif self.kind == K_FIFO:
-            pass
-        elif self.kind == K_CLOCK:
-            self.p_clock.fast_hit(slot)
-        elif self.kind == K_SIEVE:
-            self.p_sieve.fast_hit(slot)
-        elif self.kind == K_VLLM:
-            self.p_vllm.fast_hit(slot)
-        else:
-            self.policy.hit(slot, acc)
-
-    cdef inline int64_t _p_insert(self, const Access* acc) noexcept nogil:
-        if self.kind == K_LRU:
-            return self.p_lru.fast_insert(acc.block_id)
-        elif self.kind == K_FIFO:
-            return self.p_fifo.fast_insert(acc.block_id)
-        elif self.kind == K_CLOCK:
-            return self.p_clock.fast_insert(acc.block_id)
-        elif self.kind == K_SIEVE:
-            return self.p_sieve.fast_insert(acc.block_id)
-        elif self.kind == K_VLLM:
-            return self.p_vllm.fast_insert(acc.block_id)
-        return self.policy.insert(acc)
-
-    cdef inline int64_t _p_evict(self, const Access* acc) noexcept nogil:
-        if self.kind == K_LRU:
-            return self.p_lru.fast_evict()
-        elif self.kind == K_FIFO:
-            return self.p_fifo.fast_evict()
-        elif self.kind == K_CLOCK:
-            return self.p_clock.fast_evict()
-        elif self.kind == K_SIEVE:
-            return self.p_sieve.fast_evict()
-        elif self.kind == K_VLLM:
-            return self.p_vllm.fast_evict()
-        return self.policy.evict(acc)
-
-    cdef inline void _p_release(self, int64_t slot) noexcept nogil:
-        if self.kind == K_VLLM:
-            self.p_vllm.fast_release(slot)
-        else:
-            self.policy.on_release(slot)
 
     # ---- one request ----
 
@@ -427,19 +502,21 @@ cdef class CacheRun:
             if trusted and not generic:
                 # NOTE: the fast kinds evict one at a time anyway (no evict_n of their own); with
                 # enough unpinned blocks every call returns a victim outside the request.
-                for j in range(needed):
-                    self._p_evict(&acc)
+                if self.kind == K_LRU:
+                    _evict_trusted(self.p_lru, needed, &acc)
+                elif self.kind == K_FIFO:
+                    _evict_trusted(self.p_fifo, needed, &acc)
+                elif self.kind == K_CLOCK:
+                    _evict_trusted(self.p_clock, needed, &acc)
+                elif self.kind == K_SIEVE:
+                    _evict_trusted(self.p_sieve, needed, &acc)
+                else:
+                    _evict_trusted(self.p_vllm, needed, &acc)
                 self.n_eviction += needed
                 progress = needed
             while progress < needed:
-                if generic:
-                    k = self.policy.evict_n(&acc, needed - progress, self.evbuf)
-                else:
-                    k = 0
-                    victim = self._p_evict(&acc)
-                    if victim != 0:
-                        self.evbuf[0] = victim
-                        k = 1
+                # NOTE: the fast kinds' evict_n is the base one (a loop over evict): same victims.
+                k = self.policy.evict_n(&acc, needed - progress, self.evbuf)
                 if k <= 0:
                     self._unpin_match(ids, B)
                     if hold:
@@ -474,59 +551,27 @@ cdef class CacheRun:
             ctx.vtime = V0
             self.policy.on_request(&ctx)
         acc.req_vtime = V0 + B
-        if self.deepest_first:
-            i = B - 1
-            step = -1
+        if self.kind == K_LRU:
+            n_ev_access = _access(self, self.p_lru, ids, B, nxt, cexact, cint, n_anonymous,
+                                  sorted_unique, &acc, req_index)
+        elif self.kind == K_FIFO:
+            n_ev_access = _access(self, self.p_fifo, ids, B, nxt, cexact, cint, n_anonymous,
+                                  sorted_unique, &acc, req_index)
+        elif self.kind == K_CLOCK:
+            n_ev_access = _access(self, self.p_clock, ids, B, nxt, cexact, cint, n_anonymous,
+                                  sorted_unique, &acc, req_index)
+        elif self.kind == K_SIEVE:
+            n_ev_access = _access(self, self.p_sieve, ids, B, nxt, cexact, cint, n_anonymous,
+                                  sorted_unique, &acc, req_index)
+        elif self.kind == K_VLLM:
+            n_ev_access = _access(self, self.p_vllm, ids, B, nxt, cexact, cint, n_anonymous,
+                                  sorted_unique, &acc, req_index)
         else:
-            i = 0
-            step = 1
-        for j in range(B):
-            bid = ids[i]
-            self.vtime += 1
-            acc.block_id = bid
-            if generic:
-                acc.cost = cint[i]
-                acc.cost_exact = cexact[i]
-                acc.next_access = nxt[i]
-                acc.vtime = self.vtime
-                acc.position = i
-            slot = slots[i]
-            if slot >= 0 and sids[slot] != bid:
-                slot = -1                       # evicted since the match
-            if slot < 0 and not sorted_unique:
-                # NOTE: with distinct ids a block missing at match time (or evicted since) stays
-                # missing until its own get; with duplicates an earlier get may have inserted it.
-                slot = self.policy.find(bid)
-            if slot >= 0:
-                n_res = self.policy.n_resident
-                self._p_hit(slot, &acc)
-            else:
-                if self.policy.n_resident + self.reserved + n_anonymous >= self.policy.capacity:
-                    if not generic:
-                        # NOTE: the fast kinds read nothing of ``acc`` but the id: fill it only
-                        # here (rare), for the generic path's sake of symmetry.
-                        acc.cost = cint[i]
-                        acc.cost_exact = cexact[i]
-                        acc.next_access = nxt[i]
-                        acc.vtime = self.vtime
-                        acc.position = i
-                    victim = self._p_evict(&acc)
-                    if victim == 0:
-                        self._fail(FAIL_UNEXPECTED_STUCK, req_index, bid)
-                        self._unpin_match(ids, B)
-                        return -1
-                    self.n_unexpected_eviction += 1
-                    n_ev_access += 1
-                n_res = self.policy.n_resident + 1
-                slot = self._p_insert(&acc)
-                slots[i] = slot
-            # NOTE: a policy may evict inside hit/insert (twoq's Am spills its own tail even when
-            # the cache has room, as libCacheSim does): a *spilled* eviction the loop did not ask
-            # for, so it counts as unexpected.  The dropped slot is caught by the id checks below.
-            if self.policy.n_resident < n_res:
-                self.n_unexpected_eviction += n_res - self.policy.n_resident
-                n_ev_access += 1
-            i += step
+            n_ev_access = _access(self, self.policy, ids, B, nxt, cexact, cint, n_anonymous,
+                                  sorted_unique, &acc, req_index)
+        if n_ev_access < 0:
+            self._unpin_match(ids, B)
+            return -1
 
         # 4. verify
         # NOTE: with distinct ids every ``slots[i]`` was right when block i was accessed; only an
@@ -551,10 +596,10 @@ cdef class CacheRun:
                     self.policy._pin(slot)
             self.reserved += n_anonymous
         elif self.policy.wants_release:
-            for i in range(B - 1, -1, -1):
-                slot = slots[i]
-                if slot >= 0 and sids[slot] == ids[i]:
-                    self._p_release(slot)
+            if self.kind == K_VLLM:
+                _release_request(self.p_vllm, ids, B, slots)
+            else:
+                _release_request(self.policy, ids, B, slots)
         return 0
 
     cdef inline void _unpin_match(self, const int64_t* ids, int64_t B) noexcept nogil:

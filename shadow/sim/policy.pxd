@@ -5,8 +5,8 @@ The base :class:`Policy` owns what every policy needs and the serve loop reads d
 
 * ``capacity`` slots ``0 .. capacity-1``; ``n_resident`` of them hold a block;
 * ``table``: block id -> slot for exactly the **resident** blocks, a
-  :c:type:`~shadow.sim.idtable.SlotMap` of 8-byte entries (fingerprint, slot) whose keys are read
-  from ``slot_ids`` (ghost entries never live here; a policy keeps ghosts in its own
+  :c:type:`~shadow.sim.idtable.SlotMap` of 4-byte entries (fingerprint, slot) at load <= 1/4 whose
+  keys are read from ``slot_ids`` (ghost entries never live here; a policy keeps ghosts in its own
   :class:`~shadow.sim.idtable.IdTable`);
 * ``slot_ids[slot]``: the block id held by the slot, 0 when the slot is free;
 * ``pins[slot]``: how many in-flight requests pin the block (0 when the slot is free);
@@ -106,7 +106,7 @@ cdef class Policy:
         cdef int64_t block_id = self.slot_ids[slot]
         if self.pins[slot] > 0:
             self.n_pinned -= 1
-        slotmap_del(&self.table, block_id, slot)
+        slotmap_del(&self.table, self.slot_ids, block_id, slot)
         self.slot_ids[slot] = 0
         self.pins[slot] = 0
         self.free_stack[self.n_free] = <int32_t>slot
