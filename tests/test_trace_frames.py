@@ -25,7 +25,21 @@ from shadow.trace.format import (
     ZSTD_MAGIC,
 )
 from shadow.trace.frames import FrameEntry, pack_entry, parse_entry
+from shadow.trace import zstd_direct
 from shadow.trace.reader import DECODE_THREADS_ENV, default_decode_threads
+
+
+@pytest.fixture(autouse=True, params=["libzstd", "python-zstandard"])
+def frame_decoder(request, monkeypatch):
+    """Every test runs with both frame decoders (libzstd into reused buffers, or
+    python-zstandard's decompress())."""
+    if request.param == "libzstd":
+        monkeypatch.delenv(zstd_direct.DIRECT_ENV, raising=False)
+        if not zstd_direct.available():
+            pytest.skip("no libzstd >= 1.4 on this machine")
+    else:
+        monkeypatch.setenv(zstd_direct.DIRECT_ENV, "0")
+    return request.param
 
 
 def _trace(n: int, seed: int = 0, max_len: int = 40) -> Batch:
@@ -313,6 +327,25 @@ def test_kill_9_leaves_frames_and_flushed_requests_readable(tmp_path):
         assert len(reqs) == 501 and reqs[500] == [1, 2 + 500 % 7, 3 + 500 % 11]
         # 116-byte requests: a frame closes with its 18th (2088 bytes); the 28th is still open
         assert r.n_frames_parallel == (501 // 18 if threads else 0)
+
+
+def test_direct_decoder_matches_python_zstandard():
+    if not zstd_direct.available():
+        pytest.skip("no libzstd >= 1.4 on this machine")
+    payload = bytes(range(256)) * 3000 + b"lcp" * 1000
+    frame = zstandard.ZstdCompressor(write_checksum=True).compress(payload)
+    dec = zstd_direct.FrameDecoder()
+    src, dst = bytearray(frame), bytearray(len(payload) + 1)
+    assert dec.decode(src, len(frame), dst, len(dst)) == len(payload)
+    assert bytes(dst[:len(payload)]) == payload
+    with pytest.raises(zstd_direct.DirectError):          # output buffer too small
+        dec.decode(src, len(frame), dst, len(payload) - 1)
+    bad = bytearray(frame)
+    bad[-1] ^= 0xFF                                        # the content checksum
+    with pytest.raises(zstd_direct.DirectError, match="checksum|[Cc]orrupt"):
+        dec.decode(bad, len(bad), dst, len(dst))
+    with pytest.raises(zstd_direct.DirectError):          # cut frame
+        dec.decode(src, len(frame) - 5, dst, len(dst))
 
 
 # -- thread count -------------------------------------------------------------------------------

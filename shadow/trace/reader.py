@@ -30,7 +30,7 @@ import numpy as np
 import zstandard
 
 from shadow.errors import TraceFormatError
-from shadow.trace import _lcp
+from shadow.trace import _lcp, zstd_direct
 from shadow.trace.batch import Batch
 from shadow.trace.format import (
     FRAME_INDEX_MAGIC,
@@ -193,29 +193,57 @@ class _FrameDecoder:
     """Decode the indexed frames of a ``.lcp.zst`` on a thread pool and hand them out in order.
 
     Invariant: at most ``depth`` frames are read or decoded ahead of the consumer, so memory is
-    a few frames whatever the file size.  The index is walked entry by entry (a 56-byte read
-    and a hop over the frame); at the first place it cannot vouch for (an open or cut frame, no
-    entry where one should be, a frame that does not decode) the rest of the file goes through
-    :func:`_decompressed_chunks`, which yields and fails exactly as for a file without index.
+    a few frames whatever the file size; a chunk handed out stays valid until the consumer asks
+    for the next one (its buffer is reused after that).  The index is walked entry by entry (a
+    56-byte read and a hop over the frame); at the first place it cannot vouch for (an open or
+    cut frame, no entry where one should be, a frame that does not decode) the rest of the file
+    goes through :func:`_decompressed_chunks`, which yields and fails exactly as for a file
+    without index.
     """
 
-    def __init__(self, f, threads: int) -> None:
+    def __init__(self, f, threads: int, direct: bool | None = None) -> None:
         self._f = f
         self._fd = f.fileno()
         self._size = os.fstat(self._fd).st_size
         self._depth = 2 * threads
         self._local = threading.local()
+        self._direct = zstd_direct.available() if direct is None else direct
+        self._free: list[list[bytearray]] = []
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="lcp-decode")
         self.n_frames = 0   # frames decoded through the index
 
-    def _decode(self, offset: int, e: FrameEntry) -> bytes:
-        # NOTE: one ZstdDecompressor per thread (an instance is not safe for concurrent use);
-        # decompress() releases the GIL while zstd runs, so the threads decode in parallel.
+    def _buffers(self, e: FrameEntry) -> list[bytearray] | None:
+        """A reused [decompressed, compressed] buffer pair that fits frame ``e`` (direct only)."""
+        if not self._direct:
+            return None
+        bufs = self._free.pop() if self._free else [bytearray(0), bytearray(0)]
+        for k, need in enumerate((e.decompressed_size + 1, e.compressed_size)):
+            if len(bufs[k]) < need:
+                bufs[k] = bytearray(max(need, len(bufs[k]) + len(bufs[k]) // 4))
+        return bufs
+
+    def _decode(self, offset: int, e: FrameEntry, bufs: list[bytearray] | None):
+        """Decode the frame at file ``offset``: (chunk, its size); the size may exceed
+        ``decompressed_size`` by one, which tells that the index understates the frame."""
+        # NOTE: one decompression context per thread (neither kind is safe for concurrent
+        # use); both release the GIL while zstd runs, so the threads decode in parallel.
+        if bufs is not None:
+            dec = getattr(self._local, "direct", None)
+            if dec is None:
+                dec = self._local.direct = zstd_direct.FrameDecoder()
+            out, src = bufs
+            if os.preadv(self._fd, [memoryview(src)[:e.compressed_size]], offset) \
+                    != e.compressed_size:
+                raise zstd_direct.DirectError("short read")   # the file shrank: stream it
+            # NOTE: room for one byte more than the index says, so a longer frame shows
+            n = dec.decode(src, e.compressed_size, out, e.decompressed_size + 1)
+            return memoryview(out)[:n], n
         dctx = getattr(self._local, "dctx", None)
         if dctx is None:
             dctx = self._local.dctx = zstandard.ZstdDecompressor(max_window_size=1 << 31)
-        data = os.pread(self._fd, e.compressed_size, offset)
-        return dctx.decompress(data, max_output_size=e.decompressed_size)
+        data = dctx.decompress(os.pread(self._fd, e.compressed_size, offset),
+                               max_output_size=e.decompressed_size + 1)
+        return data, len(data)
 
     def _scan(self, pos: int, pending: deque) -> int | None:
         """Queue frames from the entry at file offset ``pos`` until ``depth`` are in flight;
@@ -227,20 +255,21 @@ class _FrameDecoder:
                 e = parse_entry(os.pread(self._fd, FRAME_INDEX_SIZE, pos))
             except FrameIndexError as exc:
                 pending.append(("damaged", pos, f"corrupt lcp frame index at file byte {pos}"
-                                                f" ({exc})", None))
+                                                f" ({exc})", None, None))
                 return None
             end = pos + FRAME_INDEX_SIZE + (e.compressed_size if e else 0)
             if e is None or e.compressed_size == 0 or end > self._size:
                 # NOTE: another frame, garbage, the frame a crashed writer left open, or a cut
                 # file: the streaming decoder reads (or rejects) it as it would without index.
-                pending.append(("stream", pos, None, None))
+                pending.append(("stream", pos, None, None, None))
                 return None
-            fut = self._pool.submit(self._decode, pos + FRAME_INDEX_SIZE, e)
-            pending.append(("frame", pos, e, fut))
+            bufs = self._buffers(e)
+            fut = self._pool.submit(self._decode, pos + FRAME_INDEX_SIZE, e, bufs)
+            pending.append(("frame", pos, e, fut, bufs))
             pos = end
         return pos
 
-    def chunks(self) -> Iterator[bytes]:
+    def chunks(self) -> Iterator:
         """The decompressed stream: the header, then one chunk per frame."""
         yield os.pread(self._fd, HEADER_SIZE, HEADER_FRAME_SIZE - HEADER_SIZE)
         produced = HEADER_SIZE
@@ -252,20 +281,24 @@ class _FrameDecoder:
                     pos = self._scan(pos, pending)
                 if not pending:
                     return
-                kind, at, e, fut = pending.popleft()
+                kind, at, e, fut, bufs = pending.popleft()
                 if kind == "frame":
                     try:
-                        data = fut.result()
-                    except zstandard.ZstdError:
+                        chunk, n = fut.result()
+                    except (zstandard.ZstdError, zstd_direct.DirectError):
                         kind = "stream"   # the streaming decoder words the error
                     else:
-                        if len(data) != e.decompressed_size:
+                        if n != e.decompressed_size:
+                            got = f"{n}" if n <= e.decompressed_size else "more"
                             raise _IndexDamaged(f"corrupt lcp frame index at file byte {at}"
-                                                f" (frame decodes to {len(data)} bytes, index"
-                                                f" says {e.decompressed_size})", produced)
-                        produced += len(data)
+                                                f" (frame decodes to {got} bytes, index says"
+                                                f" {e.decompressed_size})", produced)
+                        produced += n
                         self.n_frames += 1
-                        yield data
+                        yield chunk
+                        del chunk
+                        if bufs is not None:
+                            self._free.append(bufs)   # the consumer is done with it
                         continue
                 if kind == "damaged":
                     raise _IndexDamaged(e, produced)
