@@ -235,6 +235,7 @@ cdef inline void slotmap_del(SlotMap* m, const int64_t* slot_ids, int64_t key,
 
 
 cdef int slotmap_init(SlotMap* m, int64_t capacity) except -1 nogil
+cdef int slotmap_alloc(SlotMap* m, int64_t capacity) noexcept nogil
 cdef void slotmap_free(SlotMap* m) noexcept nogil
 
 

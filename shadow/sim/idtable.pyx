@@ -21,8 +21,9 @@ cdef int idmap_init(IdMap* m, int64_t capacity) except -1 nogil:
     return 0
 
 
-cdef int slotmap_init(SlotMap* m, int64_t capacity) except -1 nogil:
-    """Size the table for ``capacity`` slots: about 4 entries per slot (load <= 1/4), 16 B/slot."""
+cdef int slotmap_alloc(SlotMap* m, int64_t capacity) noexcept nogil:
+    """Size an empty table for ``capacity`` slots: about 4 entries per slot (load <= 1/4),
+    16 B/slot.  -1 (and ``m.e`` NULL) if out of memory."""
     cdef uint64_t size = <uint64_t>(4 * capacity if capacity > 4 else 16)
     cdef uint32_t sbits = 1
     # NOTE: Lemire's reduction multiplies a 32-bit hash by the size: keep it below 2**32
@@ -34,12 +35,16 @@ cdef int slotmap_init(SlotMap* m, int64_t capacity) except -1 nogil:
     m.sbits = sbits
     m.smask = <uint32_t>((<uint64_t>1 << sbits) - 1)
     # NOTE: the fingerprint has 32 - sbits bits; with at least 2 more than the size needs, homes
-    # derived from it alone are spread evenly enough (up to ~8k slots).
+    # derived from it alone are spread evenly enough (up to ~16k slots).
     m.fp_home = sbits < 32 and (<uint64_t>1 << (32 - sbits)) >= 4 * size
     m.e = <uint32_t*>calloc(size, sizeof(uint32_t))
     m.size = size
     m.n = 0
-    if m.e == NULL:
+    return -1 if m.e == NULL else 0
+
+
+cdef int slotmap_init(SlotMap* m, int64_t capacity) except -1 nogil:
+    if slotmap_alloc(m, capacity) < 0:
         with gil:
             raise MemoryError(f"cannot allocate a slot table for {capacity} ids")
     return 0

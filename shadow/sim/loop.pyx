@@ -31,15 +31,18 @@ from shadow.sim.policies.fifo cimport FIFO
 from shadow.sim.policies.clock cimport Clock
 from shadow.sim.policies.sieve cimport Sieve
 from shadow.sim.policies.vllm cimport VLLM
+from shadow.sim.policies.s3fifo cimport S3FIFO
+from shadow.sim.policies.arc cimport ARC
 
 import logging
 
 log = logging.getLogger(__name__)
 
-# NOTE: the policies whose operations are a few lines each get a direct, inlined path in the
-# loop (their ``fast_*`` methods, declared inline in their .pxd): a virtual call per block costs
-# about as much as their whole hit or insert.  Any other policy (or a subclass) is K_GENERIC and
-# goes through the Policy vtable.  The fast kinds have no on_request and no evict_n of their own.
+# NOTE: the policies whose operations are short get a direct, inlined path in the loop (their
+# ``fast_*`` methods, declared inline in their .pxd): a virtual call per block costs about as much
+# as their whole hit or insert.  Any other policy (or a subclass) is K_GENERIC and goes through the
+# Policy vtable.  The fast kinds have no on_request and no evict_n of their own, read nothing of an
+# Access but the id, and (but s3fifo and arc) are STRICT_PINS.
 cdef enum:
     K_GENERIC = 0
     K_LRU = 1
@@ -47,6 +50,8 @@ cdef enum:
     K_CLOCK = 3
     K_SIEVE = 4
     K_VLLM = 5
+    K_S3FIFO = 6
+    K_ARC = 7
 
 cdef enum:
     FAIL_NONE = 0
@@ -80,6 +85,8 @@ ctypedef fused AnyPolicy:
     Clock
     Sieve
     VLLM
+    S3FIFO
+    ARC
     Policy
 
 
@@ -111,6 +118,21 @@ cdef inline void _on_release(AnyPolicy p, int64_t slot) noexcept nogil:
         p.fast_release(slot)
     elif AnyPolicy is Policy:
         p.on_release(slot)
+
+
+cdef int64_t _evict_n(AnyPolicy p, int64_t n, const Access* acc, int64_t* out) noexcept nogil:
+    """Up to ``n`` evictions, victims to ``out`` (the fast kinds' evict_n is the base loop)."""
+    cdef int64_t k = 0, victim
+    if AnyPolicy is Policy:
+        return p.evict_n(acc, n, out)
+    else:
+        while k < n:
+            victim = p.fast_evict()
+            if victim == 0:
+                break
+            out[k] = victim
+            k += 1
+        return k
 
 
 cdef void _evict_trusted(AnyPolicy p, int64_t n, const Access* acc) noexcept nogil:
@@ -223,6 +245,8 @@ cdef class CacheRun:
     cdef Clock p_clock
     cdef Sieve p_sieve
     cdef VLLM p_vllm
+    cdef S3FIFO p_s3fifo
+    cdef ARC p_arc
     # scratch
     cdef int64_t* slots
     cdef int64_t* hitidx          # positions the match phase pinned (its hits), in order
@@ -256,6 +280,12 @@ cdef class CacheRun:
         elif type(policy) is VLLM:
             self.kind = K_VLLM
             self.p_vllm = <VLLM>policy
+        elif type(policy) is S3FIFO:
+            self.kind = K_S3FIFO
+            self.p_s3fifo = <S3FIFO>policy
+        elif type(policy) is ARC:
+            self.kind = K_ARC
+            self.p_arc = <ARC>policy
         self.pin = pin
         policy.pin_enabled = pin
         self.deepest_first = replay_order == "deepest-first"
@@ -342,6 +372,24 @@ cdef class CacheRun:
             for i in range(self.smask + 1):
                 self.sgen[i] = 0
             self.gen = 1
+
+    cdef inline int64_t _evict_batch(self, int64_t n, const Access* acc) noexcept nogil:
+        """Up to ``n`` evictions into ``evbuf`` (the policy's kind picks the inlined path)."""
+        if self.kind == K_LRU:
+            return _evict_n(self.p_lru, n, acc, self.evbuf)
+        elif self.kind == K_FIFO:
+            return _evict_n(self.p_fifo, n, acc, self.evbuf)
+        elif self.kind == K_CLOCK:
+            return _evict_n(self.p_clock, n, acc, self.evbuf)
+        elif self.kind == K_SIEVE:
+            return _evict_n(self.p_sieve, n, acc, self.evbuf)
+        elif self.kind == K_VLLM:
+            return _evict_n(self.p_vllm, n, acc, self.evbuf)
+        elif self.kind == K_S3FIFO:
+            return _evict_n(self.p_s3fifo, n, acc, self.evbuf)
+        elif self.kind == K_ARC:
+            return _evict_n(self.p_arc, n, acc, self.evbuf)
+        return self.policy.evict_n(acc, n, self.evbuf)
 
     # ---- one request ----
 
@@ -510,13 +558,14 @@ cdef class CacheRun:
                     _evict_trusted(self.p_clock, needed, &acc)
                 elif self.kind == K_SIEVE:
                     _evict_trusted(self.p_sieve, needed, &acc)
-                else:
+                elif self.kind == K_VLLM:
                     _evict_trusted(self.p_vllm, needed, &acc)
+                else:
+                    self.policy.evict_n(&acc, needed, self.evbuf)
                 self.n_eviction += needed
                 progress = needed
             while progress < needed:
-                # NOTE: the fast kinds' evict_n is the base one (a loop over evict): same victims.
-                k = self.policy.evict_n(&acc, needed - progress, self.evbuf)
+                k = self._evict_batch(needed - progress, &acc)
                 if k <= 0:
                     self._unpin_match(ids, B)
                     if hold:
@@ -565,6 +614,12 @@ cdef class CacheRun:
                                   sorted_unique, &acc, req_index)
         elif self.kind == K_VLLM:
             n_ev_access = _access(self, self.p_vllm, ids, B, nxt, cexact, cint, n_anonymous,
+                                  sorted_unique, &acc, req_index)
+        elif self.kind == K_S3FIFO:
+            n_ev_access = _access(self, self.p_s3fifo, ids, B, nxt, cexact, cint, n_anonymous,
+                                  sorted_unique, &acc, req_index)
+        elif self.kind == K_ARC:
+            n_ev_access = _access(self, self.p_arc, ids, B, nxt, cexact, cint, n_anonymous,
                                   sorted_unique, &acc, req_index)
         else:
             n_ev_access = _access(self, self.policy, ids, B, nxt, cexact, cint, n_anonymous,
@@ -662,11 +717,17 @@ cdef class CacheRun:
                               const int64_t* n_match, int64_t r0, int64_t r1,
                               int64_t first_request) noexcept nogil:
         """Serve requests ``r0 .. r1-1`` of a batch (``n_match`` NULL: every block looked up)."""
-        cdef int64_t r, a, b, served = 0
+        cdef int64_t r, a, b, c, served = 0
         cdef int rc
         for r in range(r0, r1):
             a = off[r]
             b = off[r + 1]
+            if r + 1 < r1:
+                # NOTE: start loading the next request's table entries now: one request's work
+                # is enough time for them to arrive, where serve's own prefetch is too late for
+                # the first probes.
+                for c in range(b, min(off[r + 2], b + 64)):
+                    self.policy.prefetch(ids[c])
             rc = self.serve(&ids[a], b - a, &nxt[a], cexact, cint, ts[r], first_request + r,
                             b - a if n_match == NULL else n_match[r], 0, False)
             if rc == 0:

@@ -25,9 +25,8 @@ from libc.stdint cimport int64_t, int32_t, uint8_t
 from libc.stdlib cimport calloc, free
 
 from shadow.sim.policy cimport Policy, Access
-from shadow.sim.policies._dlist cimport DList, dl_init, dl_free, dl_push_head, dl_unlink, dl_move_head
-from shadow.sim.policies.s3fifo cimport (GhostPool, GhostQ, gp_init, gp_free, gp_find, gq_unlink,
-                                         gq_pop_tail, gq_push_head, dl_first_unpinned)
+from shadow.sim.policies._dlist cimport DList, dl_init, dl_free, dl_unlink
+from shadow.sim.policies.s3fifo cimport gp_init, gp_free
 
 DEFAULTS = ""
 HONOURS_PINS = True
@@ -36,15 +35,10 @@ DESCRIPTION = "ARC: adaptive replacement cache, T1/T2 with ghosts B1/B2 (libCach
 
 
 cdef class ARC(Policy):
-    """See the module docstring.  ``t1``/``t2`` share one pair of link arrays; B1/B2 one pool."""
+    """See the module docstring.  ``t1``/``t2`` share one pair of link arrays; B1/B2 one pool.
 
-    cdef DList t1
-    cdef DList t2
-    cdef uint8_t* in_t2
-    cdef GhostPool gpool
-    cdef GhostQ b1
-    cdef GhostQ b2
-    cdef readonly double p
+    The operations are the inline ``fast_*`` methods of arc.pxd.
+    """
 
     def __cinit__(self, int64_t capacity, *args, **kwargs):
         dl_init(&self.t1, capacity)
@@ -52,7 +46,7 @@ cdef class ARC(Policy):
         self.in_t2 = <uint8_t*>calloc(capacity, sizeof(uint8_t))
         if self.in_t2 == NULL:
             raise MemoryError(f"cannot allocate an ARC cache of {capacity} slots")
-        gp_init(&self.gpool, capacity + 16, 75)
+        gp_init(&self.gpool, capacity + 16)
         self.b1.head = self.b1.tail = -1
         self.b1.n = 0
         self.b2.head = self.b2.tail = -1
@@ -65,84 +59,13 @@ cdef class ARC(Policy):
         gp_free(&self.gpool)
 
     cdef void hit(self, int64_t slot, const Access* acc) noexcept nogil:
-        if self.in_t2[slot]:
-            dl_move_head(&self.t2, slot)
-        else:
-            dl_unlink(&self.t1, slot)
-            self.in_t2[slot] = 1
-            dl_push_head(&self.t2, slot)
+        self.fast_hit(slot)
 
     cdef int64_t insert(self, const Access* acc) noexcept nogil:
-        cdef int32_t node = gp_find(&self.gpool, acc.block_id)
-        cdef double delta, cap = <double>self.capacity
-        cdef int64_t slot
-        if node >= 0:
-            if self.gpool.which[node] == 1:
-                delta = <double>self.b2.n / <double>self.b1.n
-                if delta < 1.0:
-                    delta = 1.0
-                self.p = self.p + delta
-                if self.p > cap:
-                    self.p = cap
-                gq_unlink(&self.gpool, &self.b1, node)
-            else:
-                delta = <double>self.b1.n / <double>self.b2.n
-                if delta < 1.0:
-                    delta = 1.0
-                self.p = self.p - delta
-                if self.p < 0.0:
-                    self.p = 0.0
-                gq_unlink(&self.gpool, &self.b2, node)
-            slot = self._take_slot(acc.block_id)
-            self.in_t2[slot] = 1
-            dl_push_head(&self.t2, slot)
-        else:
-            slot = self._take_slot(acc.block_id)
-            self.in_t2[slot] = 0
-            dl_push_head(&self.t1, slot)
-        return slot
-
-    cdef int64_t _replace(self) noexcept nogil:
-        """REPLACE: move the chosen list's tail (first unpinned) to its ghost list."""
-        cdef int64_t n1 = self.t1.n, n2 = self.t2.n, block_id
-        cdef bint from_t1 = (n1 > 0 and <double>n1 > self.p) or n2 == 0
-        cdef int32_t s
-        s = dl_first_unpinned(&self.t1 if from_t1 else &self.t2, self.pins)
-        if s < 0:
-            from_t1 = not from_t1
-            s = dl_first_unpinned(&self.t1 if from_t1 else &self.t2, self.pins)
-            if s < 0:
-                from_t1 = not from_t1
-                s = self.t1.tail if from_t1 else self.t2.tail
-        if from_t1:
-            dl_unlink(&self.t1, s)
-        else:
-            dl_unlink(&self.t2, s)
-            self.in_t2[s] = 0
-        block_id = self._drop_slot(s)
-        if from_t1:
-            gq_push_head(&self.gpool, &self.b1, block_id, 1)
-        else:
-            gq_push_head(&self.gpool, &self.b2, block_id, 2)
-        return block_id
+        return self.fast_insert(acc.block_id)
 
     cdef int64_t evict(self, const Access* acc) noexcept nogil:
-        cdef int64_t c = self.capacity
-        cdef int32_t s
-        if self.n_resident == 0:
-            return 0
-        if self.t1.n + self.b1.n + 1 > c:
-            if self.b1.n > 0:
-                gq_pop_tail(&self.gpool, &self.b1)
-                return self._replace()
-            s = dl_first_unpinned(&self.t1, self.pins)
-            if s < 0:
-                return self._replace()
-            dl_unlink(&self.t1, s)
-            return self._drop_slot(s)
-        if self.t1.n + self.b1.n + self.t2.n + self.b2.n >= 2 * c and self.b2.n > 0:
-            gq_pop_tail(&self.gpool, &self.b2)
-        return self._replace()
+        return self.fast_evict()
 
     cdef void remove(self, int64_t slot) noexcept nogil:
         if self.in_t2[slot]:

@@ -28,8 +28,14 @@ cdef class FIFO(Policy):
         dl_unlink(&self.q, s)
         victim = self._drop_slot(s)
         # NOTE: as in LRU: the next victim is (almost always) the new tail.
-        if self.q.tail >= 0:
-            SHADOW_PREFETCH(&self.slot_ids[self.q.tail])
-            SHADOW_PREFETCH(&self.pins[self.q.tail])
-            SHADOW_PREFETCH(&self.q.prev[self.q.tail])
+        # Two deep: the next victim's table entry (its id was loaded by the previous call's
+        # prefetch) and the slot data of the one after it.
+        s = self.q.tail
+        if s >= 0:
+            self.prefetch(self.slot_ids[s])
+            s = self.q.prev[s]
+            if s >= 0:
+                SHADOW_PREFETCH(&self.slot_ids[s])
+                SHADOW_PREFETCH(&self.pins[s])
+                SHADOW_PREFETCH(&self.q.prev[s])
         return victim

@@ -2,25 +2,25 @@
 """Ghost FIFOs of block ids (shared by s3fifo, twoq and arc), and the S3FIFO class.
 
 A :c:type:`GhostPool` holds ghost entries for one policy: a node pool (id int64, prev/next int32:
-16 B per node) and an :c:type:`IdMap` id -> node.  A :c:type:`GhostQ` is one FIFO over the pool
+16 B per node) and a :c:type:`SlotMap` id -> node over the pool's ``ids`` (4-byte entries at load
+<= 1/4: 16 B per node; ghost probes are mostly misses, which short probes make cheap).  A :c:type:`GhostQ` is one FIFO over the pool
 (head = newest, tail = oldest); a policy with two ghost lists (ARC's B1/B2) shares one pool and
 tags nodes with ``which``.
 
-Invariant: ``map`` holds exactly the ids of the nodes on some GhostQ; a free node is on the free
-list (``next`` chain from ``free_head``); ``n_used <= cap`` and the map's load stays <= map_pct/200
-(1/2 for s3fifo and twoq, whose ghost probes are mostly misses; 3/8 more for ARC's larger pool).
+Invariant: ``map`` holds exactly the ids of the nodes on some GhostQ (``ids[node]``, 0 for a free
+node); a free node is on the free list (``next`` chain from ``free_head``); ``n_used <= cap``.
 Ghost entries are never resident: the base table knows nothing of them.
 """
 
 from libc.stdint cimport int64_t, int32_t, uint8_t
 
-from shadow.sim.idtable cimport IdMap, idmap_get, idmap_put, idmap_del
+from shadow.sim.idtable cimport SlotMap, slotmap_get, slotmap_put, slotmap_del
 from shadow.sim.policy cimport Policy, Access
-from shadow.sim.policies._dlist cimport DList
+from shadow.sim.policies._dlist cimport DList, dl_push_head, dl_unlink
 
 
 cdef struct GhostPool:
-    IdMap map
+    SlotMap map        # id -> node, keys read from ``ids``
     int64_t* ids
     int32_t* prev      # towards the head (newer)
     int32_t* next      # towards the tail (older); free-list link for free nodes
@@ -28,7 +28,6 @@ cdef struct GhostPool:
     int32_t free_head
     int64_t cap
     int64_t n_used
-    int64_t map_pct    # the map is sized for map_pct% of cap ids (its load <= map_pct/200 full)
 
 
 cdef struct GhostQ:
@@ -37,7 +36,7 @@ cdef struct GhostQ:
     int64_t n
 
 
-cdef int gp_init(GhostPool* g, int64_t cap, int64_t map_pct=*) except -1
+cdef int gp_init(GhostPool* g, int64_t cap) except -1
 cdef void gp_free(GhostPool* g) noexcept nogil
 cdef int gp_grow(GhostPool* g) noexcept nogil
 
@@ -46,7 +45,7 @@ cdef inline int32_t gp_find(const GhostPool* g, int64_t block_id) noexcept nogil
     """Node of ``block_id`` or -1."""
     if g.n_used == 0:
         return -1
-    return idmap_get(&g.map, block_id)
+    return <int32_t>slotmap_get(&g.map, g.ids, block_id)
 
 
 cdef inline void gq_unlink(GhostPool* g, GhostQ* q, int32_t node) noexcept nogil:
@@ -61,7 +60,7 @@ cdef inline void gq_unlink(GhostPool* g, GhostQ* q, int32_t node) noexcept nogil
     else:
         q.tail = p
     q.n -= 1
-    idmap_del(&g.map, g.ids[node])
+    slotmap_del(&g.map, g.ids, g.ids[node], node)
     g.ids[node] = 0
     g.which[node] = 0
     g.prev[node] = -1
@@ -100,7 +99,7 @@ cdef inline int gq_push_head(GhostPool* g, GhostQ* q, int64_t block_id, uint8_t 
     q.head = node
     q.n += 1
     g.n_used += 1
-    idmap_put(&g.map, block_id, node)
+    slotmap_put(&g.map, block_id, node)
     return 0
 
 
@@ -122,6 +121,101 @@ cdef class S3FIFO(Policy):
     cdef readonly int64_t small_size, main_size, ghost_size, threshold
     cdef readonly bint has_evicted
 
-    cdef int64_t _evict_small(self) noexcept nogil
-    cdef int64_t _evict_main(self) noexcept nogil
-    cdef void _ghost_add(self, int64_t block_id) noexcept nogil
+
+    # NOTE: the operations live here as inline methods: ``hit``/``insert``/``evict`` run them,
+    # and the serve loop (``K_S3FIFO``) calls them directly, inlined, with no virtual call.
+
+    cdef inline void fast_hit(self, int64_t slot) noexcept nogil:
+        if self.freq[slot] < 255:
+            self.freq[slot] += 1
+
+    cdef inline int64_t fast_insert(self, int64_t block_id) noexcept nogil:
+        cdef int32_t node = gp_find(&self.gpool, block_id)
+        cdef int64_t slot = self._take_slot(block_id)
+        self.freq[slot] = 0
+        if node >= 0:
+            gq_unlink(&self.gpool, &self.ghost, node)
+            self.in_main[slot] = 1
+            dl_push_head(&self.main, slot)
+        elif not self.has_evicted and self.small.n >= self.small_size:
+            self.in_main[slot] = 1
+            dl_push_head(&self.main, slot)
+        else:
+            self.in_main[slot] = 0
+            dl_push_head(&self.small, slot)
+        return slot
+
+    cdef inline void _ghost_add(self, int64_t block_id) noexcept nogil:
+        if self.ghost_size <= 0:
+            return
+        while self.ghost.n >= self.ghost_size:
+            gq_pop_tail(&self.gpool, &self.ghost)
+        gq_push_head(&self.gpool, &self.ghost, block_id, 1)
+
+    cdef inline int64_t _evict_small(self) noexcept nogil:
+        cdef int32_t s = self.small.tail, nxt
+        cdef int64_t block_id
+        while s >= 0:
+            nxt = self.small.prev[s]
+            if self.freq[s] >= self.threshold:
+                dl_unlink(&self.small, s)
+                self.freq[s] = 0
+                self.in_main[s] = 1
+                dl_push_head(&self.main, s)
+            elif self.pins[s] <= 0:
+                dl_unlink(&self.small, s)
+                block_id = self._drop_slot(s)
+                self._ghost_add(block_id)
+                return block_id
+            s = nxt
+        return 0
+
+    cdef inline int64_t _evict_main(self) noexcept nogil:
+        cdef int32_t s = self.main.tail, nxt
+        cdef uint8_t f
+        while s >= 0:
+            f = self.freq[s]
+            if f >= 1:
+                # NOTE: computed before the move; a reinserted block is met again after the
+                # blocks ahead of it, exactly as libCacheSim's repeated "take the tail".
+                nxt = self.main.prev[s]
+                if nxt < 0:
+                    nxt = s
+                else:
+                    dl_unlink(&self.main, s)
+                    dl_push_head(&self.main, s)
+                self.freq[s] = (f if f < 3 else 3) - 1
+                s = nxt
+            elif self.pins[s] > 0:
+                s = self.main.prev[s]
+            else:
+                dl_unlink(&self.main, s)
+                return self._drop_slot(s)
+        return 0
+
+    cdef inline int64_t fast_evict(self) noexcept nogil:
+        cdef int64_t victim
+        cdef int32_t s
+        if self.n_resident == 0:
+            return 0
+        self.has_evicted = True
+        if self.main.n > self.main_size or self.small.n == 0:
+            victim = self._evict_main()
+            if victim == 0:
+                victim = self._evict_small()
+        else:
+            victim = self._evict_small()
+            if victim == 0:
+                victim = self._evict_main()
+        if victim == 0:
+            # best effort: every candidate is pinned
+            if self.small.n > 0:
+                s = self.small.tail
+                dl_unlink(&self.small, s)
+                victim = self._drop_slot(s)
+                self._ghost_add(victim)
+            else:
+                s = self.main.tail
+                dl_unlink(&self.main, s)
+                victim = self._drop_slot(s)
+        return victim

@@ -26,9 +26,9 @@ from libc.stdint cimport int64_t, int32_t, uint8_t
 from libc.stdlib cimport malloc, calloc, realloc, free
 
 from shadow.errors import ShadowError
-from shadow.sim.idtable cimport IdMap, idmap_init, idmap_free, idmap_put
+from shadow.sim.idtable cimport slotmap_init, slotmap_alloc, slotmap_free
 from shadow.sim.policy cimport Policy, Access
-from shadow.sim.policies._dlist cimport DList, dl_init, dl_free, dl_push_head, dl_unlink
+from shadow.sim.policies._dlist cimport DList, dl_init, dl_free, dl_unlink
 
 DEFAULTS = "small-size-ratio=0.10,ghost-size-ratio=0.90,move-to-main-threshold=2"
 HONOURS_PINS = True
@@ -38,23 +38,17 @@ DESCRIPTION = "S3-FIFO: small FIFO, main FIFO with reinsertion, ghost FIFO (libC
 
 # ---- ghost pool ------------------------------------------------------------------------------
 
-cdef inline int64_t _map_capacity(int64_t cap, int64_t pct) noexcept nogil:
-    # NOTE: IdMap has 2 * capacity entries: load <= pct/200 when the pool is full.  Most ghost
-    # probes are misses (first-seen ids), which linear probing pays for at higher loads.
-    return cap * pct // 100 + 8
-
-
-cdef int gp_init(GhostPool* g, int64_t cap, int64_t map_pct=100) except -1:
+cdef int gp_init(GhostPool* g, int64_t cap) except -1:
     cdef int64_t i
     if cap < 1:
         cap = 1
     g.cap = cap
-    g.map_pct = map_pct
     g.n_used = 0
     g.ids = <int64_t*>calloc(cap, sizeof(int64_t))
     g.prev = <int32_t*>malloc(cap * sizeof(int32_t))
     g.next = <int32_t*>malloc(cap * sizeof(int32_t))
     g.which = <uint8_t*>calloc(cap, sizeof(uint8_t))
+    g.map.e = NULL
     if g.ids == NULL or g.prev == NULL or g.next == NULL or g.which == NULL:
         gp_free(g)
         raise MemoryError(f"cannot allocate a ghost queue of {cap} entries")
@@ -62,7 +56,7 @@ cdef int gp_init(GhostPool* g, int64_t cap, int64_t map_pct=100) except -1:
         g.prev[i] = -1
         g.next[i] = <int32_t>(i + 1) if i + 1 < cap else -1
     g.free_head = 0
-    idmap_init(&g.map, _map_capacity(cap, map_pct))
+    slotmap_init(&g.map, cap)
     return 0
 
 
@@ -75,43 +69,39 @@ cdef void gp_free(GhostPool* g) noexcept nogil:
     g.prev = NULL
     g.next = NULL
     g.which = NULL
-    if g.map.keys != NULL:
-        idmap_free(&g.map)
+    slotmap_free(&g.map)
 
 
 cdef int gp_grow(GhostPool* g) noexcept nogil:
     """Grow the pool by half (rare: only ARC's ghosts are not bounded by a fixed size)."""
     cdef int64_t old = g.cap, cap = g.cap + g.cap // 2 + 16, i
+    cdef SlotMap m
+    if slotmap_alloc(&m, cap) < 0:
+        return -1
     cdef int64_t* ids = <int64_t*>realloc(g.ids, cap * sizeof(int64_t))
     if ids == NULL:
+        slotmap_free(&m)
         return -1
     g.ids = ids
     cdef int32_t* prev = <int32_t*>realloc(g.prev, cap * sizeof(int32_t))
     if prev == NULL:
+        slotmap_free(&m)
         return -1
     g.prev = prev
     cdef int32_t* nxt = <int32_t*>realloc(g.next, cap * sizeof(int32_t))
     if nxt == NULL:
+        slotmap_free(&m)
         return -1
     g.next = nxt
     cdef uint8_t* which = <uint8_t*>realloc(g.which, cap * sizeof(uint8_t))
     if which == NULL:
+        slotmap_free(&m)
         return -1
     g.which = which
-    cdef IdMap m
-    cdef int64_t mcap = _map_capacity(cap, g.map_pct)
-    m.size = <unsigned long long>(2 * mcap)
-    m.n = 0
-    m.keys = <int64_t*>calloc(m.size, sizeof(int64_t))
-    m.vals = <int32_t*>calloc(m.size, sizeof(int32_t))
-    if m.keys == NULL or m.vals == NULL:
-        free(m.keys)
-        free(m.vals)
-        return -1
     for i in range(old):
         if g.ids[i] != 0:
-            idmap_put(&m, g.ids[i], <int32_t>i)
-    idmap_free(&g.map)
+            slotmap_put(&m, g.ids[i], i)
+    slotmap_free(&g.map)
     g.map = m
     for i in range(old, cap):
         g.ids[i] = 0
@@ -126,7 +116,10 @@ cdef int gp_grow(GhostPool* g) noexcept nogil:
 # ---- S3FIFO ----------------------------------------------------------------------------------
 
 cdef class S3FIFO(Policy):
-    """See the module docstring.  ``small``/``main`` share one pair of link arrays."""
+    """See the module docstring.  ``small``/``main`` share one pair of link arrays.
+
+    The operations are the inline ``fast_*`` methods of s3fifo.pxd.
+    """
 
     def __cinit__(self, int64_t capacity, double small_ratio=0.10, double ghost_ratio=0.90,
                   int64_t threshold=2, *args, **kwargs):
@@ -156,99 +149,13 @@ cdef class S3FIFO(Policy):
         gp_free(&self.gpool)
 
     cdef void hit(self, int64_t slot, const Access* acc) noexcept nogil:
-        if self.freq[slot] < 255:
-            self.freq[slot] += 1
+        self.fast_hit(slot)
 
     cdef int64_t insert(self, const Access* acc) noexcept nogil:
-        cdef int32_t node = gp_find(&self.gpool, acc.block_id)
-        cdef int64_t slot = self._take_slot(acc.block_id)
-        self.freq[slot] = 0
-        if node >= 0:
-            gq_unlink(&self.gpool, &self.ghost, node)
-            self.in_main[slot] = 1
-            dl_push_head(&self.main, slot)
-        elif not self.has_evicted and self.small.n >= self.small_size:
-            self.in_main[slot] = 1
-            dl_push_head(&self.main, slot)
-        else:
-            self.in_main[slot] = 0
-            dl_push_head(&self.small, slot)
-        return slot
-
-    cdef void _ghost_add(self, int64_t block_id) noexcept nogil:
-        if self.ghost_size <= 0:
-            return
-        while self.ghost.n >= self.ghost_size:
-            gq_pop_tail(&self.gpool, &self.ghost)
-        gq_push_head(&self.gpool, &self.ghost, block_id, 1)
-
-    cdef int64_t _evict_small(self) noexcept nogil:
-        cdef int32_t s = self.small.tail, nxt
-        cdef int64_t block_id
-        while s >= 0:
-            nxt = self.small.prev[s]
-            if self.freq[s] >= self.threshold:
-                dl_unlink(&self.small, s)
-                self.freq[s] = 0
-                self.in_main[s] = 1
-                dl_push_head(&self.main, s)
-            elif self.pins[s] <= 0:
-                dl_unlink(&self.small, s)
-                block_id = self._drop_slot(s)
-                self._ghost_add(block_id)
-                return block_id
-            s = nxt
-        return 0
-
-    cdef int64_t _evict_main(self) noexcept nogil:
-        cdef int32_t s = self.main.tail, nxt
-        cdef uint8_t f
-        while s >= 0:
-            f = self.freq[s]
-            if f >= 1:
-                # NOTE: computed before the move; a reinserted block is met again after the
-                # blocks ahead of it, exactly as libCacheSim's repeated "take the tail".
-                nxt = self.main.prev[s]
-                if nxt < 0:
-                    nxt = s
-                else:
-                    dl_unlink(&self.main, s)
-                    dl_push_head(&self.main, s)
-                self.freq[s] = (f if f < 3 else 3) - 1
-                s = nxt
-            elif self.pins[s] > 0:
-                s = self.main.prev[s]
-            else:
-                dl_unlink(&self.main, s)
-                return self._drop_slot(s)
-        return 0
+        return self.fast_insert(acc.block_id)
 
     cdef int64_t evict(self, const Access* acc) noexcept nogil:
-        cdef int64_t victim
-        cdef int32_t s
-        if self.n_resident == 0:
-            return 0
-        self.has_evicted = True
-        if self.main.n > self.main_size or self.small.n == 0:
-            victim = self._evict_main()
-            if victim == 0:
-                victim = self._evict_small()
-        else:
-            victim = self._evict_small()
-            if victim == 0:
-                victim = self._evict_main()
-        if victim == 0:
-            # best effort: every candidate is pinned
-            if self.small.n > 0:
-                s = self.small.tail
-                dl_unlink(&self.small, s)
-                victim = self._drop_slot(s)
-                self._ghost_add(victim)
-            else:
-                s = self.main.tail
-                dl_unlink(&self.main, s)
-                victim = self._drop_slot(s)
-        return victim
+        return self.fast_evict()
 
     cdef void remove(self, int64_t slot) noexcept nogil:
         if self.in_main[slot]:
