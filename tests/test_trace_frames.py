@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import zstandard
 
-from shadow.errors import TraceFormatError
+from shadow.errors import ShadowError, TraceFormatError
 from shadow.trace import LcpReader, LcpWriter, read_header
 from shadow.trace.batch import Batch
 from shadow.trace.format import (
@@ -357,5 +357,5 @@ def test_decode_threads_default_and_override(monkeypatch):
     monkeypatch.setenv(DECODE_THREADS_ENV, "3")
     assert default_decode_threads() == 3
     monkeypatch.setenv(DECODE_THREADS_ENV, "many")
-    with pytest.raises(TraceFormatError, match="SHADOW_DECODE_THREADS='many': not an integer"):
+    with pytest.raises(ShadowError, match="SHADOW_DECODE_THREADS='many': not an integer"):
         default_decode_threads()

@@ -72,8 +72,12 @@ PRODUCER_OFFSET = 2152
 END_MAGIC_OFFSET = 8184
 
 # -- zstd layout of this project's writer (docs/lcp.md "Writer conventions") -------------------
-# The header is its own frame: one raw (stored) zstd block of HEADER_SIZE bytes, 10 + 8192 bytes.
-HEADER_FRAME_SIZE = 10 + HEADER_SIZE
+# The header is its own frame: one raw (stored) zstd block of HEADER_SIZE bytes, 10 + 8192 bytes:
+# magic, descriptor 0x60 (single segment, 2-byte content size), content size - 256, then the
+# block header (size << 3 | last).
+HEADER_FRAME_PREFIX = (ZSTD_MAGIC + bytes([0x60]) + (HEADER_SIZE - 256).to_bytes(2, "little")
+                       + ((HEADER_SIZE << 3) | 1).to_bytes(3, "little"))
+HEADER_FRAME_SIZE = len(HEADER_FRAME_PREFIX) + HEADER_SIZE
 # Each body frame is preceded by a zstd *skippable* frame (magic 0x184D2A5B, which every zstd
 # decoder skips) holding this 48-byte frame index entry:
 #   tag "LCPFRAME" | u64 compressed_size of the data frame that follows (0: still being written)

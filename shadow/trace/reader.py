@@ -23,18 +23,19 @@ import queue
 import sys
 import threading
 from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator
 
 import numpy as np
 import zstandard
 
-from shadow.errors import TraceFormatError
+from shadow.errors import ShadowError, TraceFormatError
 from shadow.trace import _lcp, zstd_direct
 from shadow.trace.batch import Batch
 from shadow.trace.format import (
     FRAME_INDEX_MAGIC,
     FRAME_INDEX_SIZE,
+    HEADER_FRAME_PREFIX,
     HEADER_FRAME_SIZE,
     HEADER_SIZE,
     RECORD_DTYPE,
@@ -63,9 +64,6 @@ _EOF = object()
 DECODE_THREADS_ENV = "SHADOW_DECODE_THREADS"
 # NOTE: more threads than cores only add memory (a frame of a few MiB each in flight).
 _MAX_DECODE_THREADS = 8
-# a zstd frame (the header's raw frame) of one raw last block of HEADER_SIZE bytes
-_HEADER_FRAME_PREFIX = (ZSTD_MAGIC + bytes([0x60]) + (HEADER_SIZE - 256).to_bytes(2, "little")
-                        + ((HEADER_SIZE << 3) | 1).to_bytes(3, "little"))
 
 
 def default_decode_threads() -> int:
@@ -75,7 +73,7 @@ def default_decode_threads() -> int:
         try:
             return max(0, int(env))
         except ValueError:
-            raise TraceFormatError(f"{DECODE_THREADS_ENV}={env!r}: not an integer") from None
+            raise ShadowError(f"{DECODE_THREADS_ENV}={env!r}: not an integer") from None
     try:
         n = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # NOTE: not Linux
@@ -185,7 +183,7 @@ def has_frame_index(f) -> bool:
     """True when the open file is this writer's indexed layout: the raw header frame, then an
     index entry (checked further, entry by entry, while reading)."""
     head = os.pread(f.fileno(), HEADER_FRAME_SIZE + 4, 0)
-    return (head.startswith(_HEADER_FRAME_PREFIX)
+    return (head.startswith(HEADER_FRAME_PREFIX)
             and head[HEADER_FRAME_SIZE:HEADER_FRAME_SIZE + 4] == FRAME_INDEX_MAGIC)
 
 

@@ -30,7 +30,7 @@ from shadow.trace.format import (
     FLAG_HAS_SESSION_NEXT,
     FLAG_SORTED,
     FRAME_INDEX_SIZE,
-    HEADER_SIZE,
+    HEADER_FRAME_PREFIX,
     RECORD_DTYPE,
     RECORD_SIZE,
     ZSTD_MAGIC,
@@ -45,12 +45,6 @@ WINDOW_LOG = 27
 # compression (long-distance matches do not cross frames; docs/performance.md), small enough that
 # a 2-core reader has several frames to decode at once with a few MiB each in flight.
 DEFAULT_FRAME_BYTES = 4 << 20
-
-# zstd frame: magic, descriptor 0x60 (single segment, 2-byte content size), content size - 256,
-# then one raw last block of HEADER_SIZE bytes (block header = size << 3 | last).
-_RAW_FRAME_PREFIX = (ZSTD_MAGIC + bytes([0x60]) + (HEADER_SIZE - 256).to_bytes(2, "little")
-                     + ((HEADER_SIZE << 3) | 1).to_bytes(3, "little"))
-
 
 def _wants_zstd(path: str, compress: bool | None) -> bool:
     if compress is not None:
@@ -123,7 +117,7 @@ class LcpWriter:
     def _write_header(self, header: LcpHeader) -> None:
         raw = header.pack()
         if self.compress:
-            self._f.write(_RAW_FRAME_PREFIX)
+            self._f.write(HEADER_FRAME_PREFIX)
         self._f.write(raw)
 
     def __enter__(self) -> "LcpWriter":
