@@ -264,6 +264,21 @@ def test_index_entry_disagreeing_with_its_frame(tmp_path):
     assert err.n_complete_requests == sum(f.n_requests for _, f in frames[:2])
 
 
+def test_index_entry_understating_its_frame_falls_back_to_streaming(tmp_path):
+    batch = _trace(2000, seed=31)
+    path = tmp_path / "t.lcp.zst"
+    _write(path, batch, 8000)
+    frames = _walk(path)
+    pos, e = frames[2]
+    raw = bytearray(path.read_bytes())
+    raw[pos:pos + FRAME_INDEX_SIZE] = pack_entry(FrameEntry(
+        e.compressed_size, e.decompressed_size - 68, e.n_requests - 1, e.n_entries))
+    path.write_bytes(bytes(raw))
+    reqs, nxt, r = _flat(path, decode_threads=2)
+    assert (reqs, nxt) == _lists(batch)
+    assert r.n_frames_parallel == 2     # the frames before it; the rest was streamed
+
+
 def test_entry_size_invariant_checked():
     bad = bytearray(pack_entry(FrameEntry(10, 68, 1, 0)))
     assert parse_entry(bytes(bad)) == FrameEntry(10, 68, 1, 0)
