@@ -322,6 +322,14 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
         if not self._shadow_on:
             return None
         try:
+            # NOTE: called every engine step; the worker publishes a new snapshot object only
+            # after a batch, so most steps find nothing new and return before building a payload
+            c = self.counters
+            key = (c.observed, c.dropped, c.errors, c.engine_query, c.engine_hit)
+            snap = self._worker.snapshot
+            if snap is self._last_snap and key == self._last_key:
+                return None
+            self._last_snap, self._last_key = snap, key
             cur = self.cumulative_payload()
             delta = stats_delta(cur, self._last_payload)
             self._last_payload = cur
@@ -336,6 +344,8 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
             return None
 
     _last_rec_sent: int = -1
+    _last_snap: Any = None
+    _last_key: tuple = ()
 
     @classmethod
     def build_kv_connector_stats(cls, data: dict[str, Any] | None = None) -> ShadowStats | None:

@@ -153,6 +153,7 @@ class ShadowWorker:
         # per-cache token counters the simulator does not keep (tokens, not blocks)
         self._tok = [[0.0, 0.0] for _ in self.keys]
         self._base = [[0.0] * len(CACHE_FIELDS) for _ in self.keys]  # carried over a reset
+        self._has_base = False
         self._worker = [0.0] * len(WORKER_FIELDS)
         self._logged: set[str] = set()
         self.snapshot = self._make_snapshot()
@@ -243,7 +244,8 @@ class ShadowWorker:
                 except Exception as exc:  # noqa: BLE001 - one bad event must not stop the shadow
                     self._error(f"event {ev[0]}", exc)
             self._serve(batch)
-            self.snapshot = self._make_snapshot()
+            if q:  # NOTE: more to come: publish progress between batches
+                self.snapshot = self._make_snapshot()
         self.interner.maybe_rotate()
         self.snapshot = self._make_snapshot()
 
@@ -337,6 +339,7 @@ class ShadowWorker:
         for i, row in enumerate(cur):
             for j, v in enumerate(row):
                 self._base[i][j] += v
+        self._has_base = True
         self._sim = _SimAdapter(self.cfg, self._sim_factory)
         self.inflight.clear()
 
@@ -345,13 +348,20 @@ class ShadowWorker:
 
     # -- counters ----------------------------------------------------------------------------
     def _make_snapshot(self) -> Snapshot:
-        cur = self._sim.counters()
+        # NOTE: runs after every drained batch, so it reads the caches' counters directly (no
+        # intermediate lists) and adds the pre-reset base only once a reset has happened.
         rows = []
-        for i, row in enumerate(cur):
-            base = self._base[i]
-            row = [v + base[j] for j, v in enumerate(row)]
-            row[8], row[9] = self._tok[i]
-            rows.append(tuple(row))
+        tok = self._tok
+        base = self._base if self._has_base else None
+        for i, r in enumerate(self._sim.runs):
+            tk = tok[i]
+            row = (r.n_req, r.n_req_skipped, r.n_blocks, r.n_hits, r.n_prefix_hits,
+                   r.total_cost, r.saved_cost, r.prefix_saved_cost, tk[0], tk[1],
+                   r.n_eviction, r.n_self_eviction)
+            if base is not None:
+                b = base[i]
+                row = tuple(v + b[j] if j not in (8, 9) else v for j, v in enumerate(row))
+            rows.append(row)
         rec = self.recorder
         if rec is not None:
             self._worker[0], self._worker[1] = rec.n_recorded, rec.bytes_total

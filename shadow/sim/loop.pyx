@@ -877,8 +877,9 @@ cdef class CacheRun:
                    double[:, :, ::1] out_f, int64_t req0) -> int:
         """Serve a sequence of live admissions and releases in order, as cache ``k`` of a group.
 
-        One call per drained batch instead of one per request (the connector's worker): the GIL
-        is released for the whole batch and this cache's tables stay hot while it serves it.
+        One call per drained batch instead of one per request (the connector's worker; all
+        caches at once: :func:`live_batch_all`): the GIL is released for the whole batch and
+        this cache's tables stay hot while it serves it.
 
         Event ``e`` is row ``ev[e] = (kind, a, b, c, link)`` over the entries
         ``offsets[e]:offsets[e+1]`` of ``block_ids`` (and of ``next_access``):
@@ -895,61 +896,60 @@ cdef class CacheRun:
 
         ``cost_*`` must hold ``max entries per event + 1`` values.  Returns the admissions served.
         """
-        cdef int64_t n = ev.shape[0], e, a0, L, link, served = 0, req = req0, max_len = 0
-        cdef int rc
-        cdef const int64_t* idp
-        cdef const int64_t* nxp
-        if n == 0:
+        cdef int64_t max_len, served
+        if ev.shape[0] == 0:
             return 0
-        if (ev.shape[1] < 5 or offsets.shape[0] != n + 1 or out_i.shape[0] < n
-                or out_f.shape[0] < n or k < 0 or k >= out_i.shape[1] or k >= out_f.shape[1]
-                or out_i.shape[2] < 3 or out_f.shape[2] < 3
-                or next_access.shape[0] != block_ids.shape[0] or timestamps.shape[0] < n
-                or offsets[n] > block_ids.shape[0]):
-            raise ValueError("live_batch: inconsistent array shapes")
-        for e in range(n):
-            L = offsets[e + 1] - offsets[e]
-            if L < 0 or offsets[e] < 0 or ev[e, 1] < 0 or ev[e, 2] < 0 or ev[e, 3] < 0:
-                raise ValueError(f"live_batch: bad event {e}")
-            if ev[e, 0] == 1 and ev[e, 1] > L:
-                raise ValueError(f"live_batch: release {e} has fewer entries than its blocks")
-            if ev[e, 4] >= e:
-                raise ValueError(f"live_batch: release {e} links to a later event")
-            if L + ev[e, 2] > max_len:
-                max_len = L + ev[e, 2]
-        if cost_exact.shape[0] < max_len + 1 or cost_int.shape[0] < max_len + 1:
-            raise ValueError("live_batch: cost arrays shorter than the longest event")
+        if k < 0 or k >= out_i.shape[1] or k >= out_f.shape[1]:
+            raise ValueError("live_batch: cache index out of range")
+        max_len = _check_live_batch(ev, offsets, block_ids, next_access, timestamps, cost_exact,
+                                    cost_int, out_i, out_f)
         self.reserve(max_len + 1)
-        idp = &block_ids[0] if block_ids.shape[0] > 0 else &offsets[0]
-        nxp = &next_access[0] if next_access.shape[0] > 0 else &offsets[0]
         with nogil:
-            for e in range(n):
-                a0 = offsets[e]
-                L = offsets[e + 1] - a0
-                if ev[e, 0] == 0:
-                    rc = self.serve(&idp[a0], L, &nxp[a0], &cost_exact[0], &cost_int[0],
-                                    timestamps[e], req, min(ev[e, 1], L), ev[e, 2], True)
-                    req += 1
-                    out_i[e, k, 0] = rc
-                    if rc == 0:
-                        served += 1
-                        out_i[e, k, 1] = self.last_hits
-                        out_i[e, k, 2] = self.last_prefix_hits
-                        out_f[e, k, 0] = self.last_cost
-                        out_f[e, k, 1] = self.last_saved
-                        out_f[e, k, 2] = self.last_prefix_saved
-                    else:
-                        out_i[e, k, 1] = 0
-                        out_i[e, k, 2] = 0
-                        out_f[e, k, 0] = 0.0
-                        out_f[e, k, 1] = 0.0
-                        out_f[e, k, 2] = 0.0
+            served = self._live_batch(k, &ev[0, 0], ev.shape[0], &offsets[0],
+                                      &block_ids[0] if block_ids.shape[0] > 0 else &offsets[0],
+                                      &next_access[0] if next_access.shape[0] > 0 else &offsets[0],
+                                      &timestamps[0], &cost_exact[0], &cost_int[0],
+                                      &out_i[0, 0, 0], out_i.shape[1], &out_f[0, 0, 0], req0)
+        return served
+
+    cdef int64_t _live_batch(self, int64_t k, const int64_t* ev, int64_t n, const int64_t* off,
+                             const int64_t* idp, const int64_t* nxp, const double* ts,
+                             const double* cexact, const int64_t* cint, int64_t* out_i,
+                             int64_t K, double* out_f, int64_t req0) noexcept nogil:
+        """The body of :meth:`live_batch` on checked arrays (``ev`` rows of 5, ``out_*`` of
+        shape (n, K, 3), C order; scratch reserved for the longest event)."""
+        cdef int64_t e, a0, L, link, served = 0, req = req0, o
+        cdef const int64_t* row
+        cdef int rc
+        for e in range(n):
+            row = &ev[5 * e]
+            a0 = off[e]
+            L = off[e + 1] - a0
+            o = (e * K + k) * 3
+            if row[0] == 0:
+                rc = self.serve(&idp[a0], L, &nxp[a0], cexact, cint, ts[e], req,
+                                min(row[1], L), row[2], True)
+                req += 1
+                out_i[o] = rc
+                if rc == 0:
+                    served += 1
+                    out_i[o + 1] = self.last_hits
+                    out_i[o + 2] = self.last_prefix_hits
+                    out_f[o] = self.last_cost
+                    out_f[o + 1] = self.last_saved
+                    out_f[o + 2] = self.last_prefix_saved
                 else:
-                    link = ev[e, 4]
-                    rc = out_i[link, k, 0] if link >= 0 else out_i[e, k, 0]
-                    if rc == 0:
-                        self._release(&idp[a0], ev[e, 1], &idp[a0 + ev[e, 1]], L - ev[e, 1],
-                                      &cost_exact[0], &cost_int[0], ev[e, 2], ev[e, 3])
+                    out_i[o + 1] = 0
+                    out_i[o + 2] = 0
+                    out_f[o] = 0.0
+                    out_f[o + 1] = 0.0
+                    out_f[o + 2] = 0.0
+            else:
+                link = row[4]
+                rc = out_i[(link * K + k) * 3] if link >= 0 else out_i[o]
+                if rc == 0:
+                    self._release(&idp[a0], row[1], &idp[a0 + row[1]], L - row[1], cexact, cint,
+                                  row[2], row[3])
         return served
 
 def serve_chunks(list runs, list next_access, const int64_t[::1] offsets,
@@ -1008,3 +1008,63 @@ def serve_chunks(list runs, list next_access, const int64_t[::1] offsets,
             r0 = r1
     finally:
         free(nxps)
+
+
+cdef int64_t _check_live_batch(const int64_t[:, ::1] ev, const int64_t[::1] offsets,
+                               const int64_t[::1] block_ids, const int64_t[::1] next_access,
+                               const double[::1] timestamps, const double[::1] cost_exact,
+                               const int64_t[::1] cost_int, int64_t[:, :, ::1] out_i,
+                               double[:, :, ::1] out_f) except -1:
+    """Check a live batch's arrays (see :meth:`CacheRun.live_batch`); its longest event."""
+    cdef int64_t n = ev.shape[0], e, L, max_len = 0
+    if (ev.shape[1] != 5 or offsets.shape[0] != n + 1 or out_i.shape[0] < n
+            or out_f.shape[0] < n or out_i.shape[1] != out_f.shape[1]
+            or out_i.shape[2] != 3 or out_f.shape[2] != 3
+            or next_access.shape[0] != block_ids.shape[0] or timestamps.shape[0] < n
+            or offsets[n] > block_ids.shape[0] or offsets[0] != 0):
+        raise ValueError("live_batch: inconsistent array shapes")
+    for e in range(n):
+        L = offsets[e + 1] - offsets[e]
+        if L < 0 or ev[e, 1] < 0 or ev[e, 2] < 0 or ev[e, 3] < 0:
+            raise ValueError(f"live_batch: bad event {e}")
+        if ev[e, 0] == 1 and ev[e, 1] > L:
+            raise ValueError(f"live_batch: release {e} has fewer entries than its blocks")
+        if ev[e, 4] >= e or (ev[e, 4] >= 0 and ev[ev[e, 4], 0] != 0):
+            raise ValueError(f"live_batch: release {e} does not link to an earlier admission")
+        if L + ev[e, 2] > max_len:
+            max_len = L + ev[e, 2]
+    if cost_exact.shape[0] < max_len + 1 or cost_int.shape[0] < max_len + 1:
+        raise ValueError("live_batch: cost arrays shorter than the longest event")
+    return max_len
+
+
+def live_batch_all(list runs, const int64_t[:, ::1] ev, const int64_t[::1] offsets,
+                   const int64_t[::1] block_ids, const int64_t[::1] next_access,
+                   const double[::1] timestamps, const double[::1] cost_exact,
+                   const int64_t[::1] cost_int, int64_t[:, :, ::1] out_i,
+                   double[:, :, ::1] out_f, int64_t req0) -> None:
+    """:meth:`CacheRun.live_batch` for every cache of ``runs`` (cache ``k`` = ``runs[k]``).
+
+    NOTE: one Python call per batch, the arrays checked once and the GIL released once: at one
+    event per batch (a quiet engine) the per-cache call overhead was most of the worker's time.
+    """
+    cdef int64_t n = ev.shape[0], k, K = len(runs), max_len
+    cdef CacheRun run
+    cdef const int64_t* idp
+    cdef const int64_t* nxp
+    if n == 0 or K == 0:
+        return
+    if out_i.shape[1] != K:
+        raise ValueError("live_batch_all: one output column per cache")
+    max_len = _check_live_batch(ev, offsets, block_ids, next_access, timestamps, cost_exact,
+                                cost_int, out_i, out_f)
+    for k in range(K):
+        (<CacheRun?>runs[k]).reserve(max_len + 1)
+    idp = &block_ids[0] if block_ids.shape[0] > 0 else &offsets[0]
+    nxp = &next_access[0] if next_access.shape[0] > 0 else &offsets[0]
+    for k in range(K):
+        run = <CacheRun>runs[k]
+        with nogil:
+            run._live_batch(k, &ev[0, 0], n, &offsets[0], idp, nxp, &timestamps[0],
+                            &cost_exact[0], &cost_int[0], &out_i[0, 0, 0], K, &out_f[0, 0, 0],
+                            req0)

@@ -18,7 +18,7 @@ import numpy as np
 
 from shadow.errors import ShadowError
 from shadow.sim.cost import CostModel, parse_cost_model
-from shadow.sim.loop import FAIL_MESSAGES, CacheRun, serve_chunks
+from shadow.sim.loop import FAIL_MESSAGES, CacheRun, live_batch_all, serve_chunks
 from shadow.sim.registry import make_policy, policy_info
 
 log = logging.getLogger(__name__)
@@ -522,10 +522,8 @@ class Simulator:
         out_f = np.zeros((n, K, 3), dtype=np.float64)
         for e, adm in batch.outside:
             out_i[e, :, 0] = adm._i[:, 0]
-        req0 = self._n_live
-        for k, run in enumerate(self.runs):
-            run.live_batch(k, ev, offsets, ids, nxt, ts, self._cost_exact, self._cost_int,
-                           out_i, out_f, req0)
+        live_batch_all(self.runs, ev, offsets, ids, nxt, ts, self._cost_exact, self._cost_int,
+                       out_i, out_f, self._n_live)
         self._n_live += len(batch.admissions)
         for e, adm in batch.admissions:
             # NOTE: copies, so an in-flight admission does not keep its whole batch alive

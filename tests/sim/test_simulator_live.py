@@ -140,3 +140,31 @@ def test_live_batch_errors_are_clear():
     assert a.served == [True] and sim.runs[0].policy.n_pinned == 0
     with pytest.raises(ShadowError, match="never served"):
         LiveBatch().release(LiveBatch().admit([5]))
+
+
+def test_cache_run_live_batch_per_cache_equals_serve_live():
+    """``CacheRun.live_batch`` (one cache) and ``live_batch_all`` (every cache) agree."""
+    specs = [CacheSpec(p, 8) for p in ("vllm", "lru", "arc")]
+    a, b = Simulator(specs, verify=False), Simulator(specs, verify=False)
+    lb1, lb2 = LiveBatch(), LiveBatch()
+    for lb in (lb1, lb2):
+        x = lb.admit([1, 2, 3], n_match=2, n_anonymous=1)
+        lb.admit([1, 2, 7, 8, 9, 10])
+        lb.release(x, [4, 5], n_anonymous_final=1)
+        lb.admit([1, 2, 3, 4, 6])
+    a.serve_live(lb1)
+    n = len(lb2.ev)
+    ev = np.array(lb2.ev, dtype=np.int64)
+    ids = np.array(lb2.flat, dtype=np.int64)
+    out_i = np.zeros((n, len(specs), 3), dtype=np.int64)
+    out_f = np.zeros((n, len(specs), 3))
+    b._ensure_costs(lb2.max_len + 1)
+    for k, run in enumerate(b.runs):
+        run.live_batch(k, ev, np.array(lb2.offsets, dtype=np.int64), ids, np.full(len(ids), -1),
+                       np.array(lb2.ts), b._cost_exact, b._cost_int, out_i, out_f, 0)
+    assert [r.fields() for r in a.results()] == [r.fields() for r in b.results()]
+    assert [sorted(r.policy.resident_ids()) for r in a.runs] == \
+        [sorted(r.policy.resident_ids()) for r in b.runs]
+    with pytest.raises(ValueError, match="inconsistent"):
+        b.runs[0].live_batch(0, ev, np.zeros(2, dtype=np.int64), ids, np.full(len(ids), -1),
+                             np.array(lb2.ts), b._cost_exact, b._cost_int, out_i, out_f, 0)
