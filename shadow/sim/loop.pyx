@@ -410,7 +410,7 @@ cdef class CacheRun:
         cdef uint64_t si
         cdef Access acc
         cdef RequestCtx ctx
-        cdef int64_t V0, step, n_res, n_lim = min(B, n_match)
+        cdef int64_t V0, step, n_res, n_lim = min(B, n_match), n_pinned0
         cdef int64_t* sids = self.policy.slot_ids
         cdef int64_t* slots = self.slots
         cdef int64_t* hitidx = self.hitidx
@@ -565,6 +565,7 @@ cdef class CacheRun:
                 self.n_eviction += needed
                 progress = needed
             while progress < needed:
+                n_pinned0 = self.policy.n_pinned
                 k = self._evict_batch(needed - progress, &acc)
                 if k <= 0:
                     self._unpin_match(ids, B)
@@ -576,7 +577,10 @@ cdef class CacheRun:
                     self._fail(FAIL_STUCK, req_index, 0)
                     return -1
                 self.n_eviction += k
-                if trusted:
+                # NOTE: with pins on, every block of the request a victim could be (a resident
+                # one: a match hit) is pinned, and evicting a pinned block lowers n_pinned; if it
+                # did not move, no victim of this batch was the request's (no search needed).
+                if trusted or (pin and self.policy.n_pinned == n_pinned0):
                     progress += k
                     continue
                 for j in range(k):
@@ -726,8 +730,15 @@ cdef class CacheRun:
                 # NOTE: start loading the next request's table entries now: one request's work
                 # is enough time for them to arrive, where serve's own prefetch is too late for
                 # the first probes.
-                for c in range(b, min(off[r + 2], b + 64)):
-                    self.policy.prefetch(ids[c])
+                if self.kind == K_S3FIFO:
+                    for c in range(b, min(off[r + 2], b + 64)):
+                        self.p_s3fifo.fast_prefetch(ids[c])
+                elif self.kind == K_ARC:
+                    for c in range(b, min(off[r + 2], b + 64)):
+                        self.p_arc.fast_prefetch(ids[c])
+                else:
+                    for c in range(b, min(off[r + 2], b + 64)):
+                        self.policy.prefetch(ids[c])
             rc = self.serve(&ids[a], b - a, &nxt[a], cexact, cint, ts[r], first_request + r,
                             b - a if n_match == NULL else n_match[r], 0, False)
             if rc == 0:

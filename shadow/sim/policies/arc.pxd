@@ -5,8 +5,9 @@ from libc.stdint cimport int64_t, int32_t, uint8_t
 
 from shadow.sim.policy cimport Policy
 from shadow.sim.policies._dlist cimport DList, dl_push_head, dl_unlink, dl_move_head
+from shadow.sim.idtable cimport slotmap_prefetch
 from shadow.sim.policies.s3fifo cimport (GhostPool, GhostQ, gp_find, gq_unlink, gq_pop_tail,
-                                         gq_push_head, dl_first_unpinned)
+                                         gq_push_head, gq_prefetch_tail, dl_first_unpinned)
 
 
 cdef class ARC(Policy):
@@ -17,6 +18,11 @@ cdef class ARC(Policy):
     cdef GhostQ b1
     cdef GhostQ b2
     cdef readonly double p
+
+    cdef inline void fast_prefetch(self, int64_t block_id) noexcept nogil:
+        """Prefetch what a get of ``block_id`` probes: the resident table and the ghost map."""
+        self.prefetch(block_id)
+        slotmap_prefetch(&self.gpool.map, block_id)
 
     cdef inline void fast_hit(self, int64_t slot) noexcept nogil:
         if self.in_t2[slot]:
@@ -76,8 +82,10 @@ cdef class ARC(Policy):
         block_id = self._drop_slot(s)
         if from_t1:
             gq_push_head(&self.gpool, &self.b1, block_id, 1)
+            gq_prefetch_tail(&self.gpool, &self.b1)
         else:
             gq_push_head(&self.gpool, &self.b2, block_id, 2)
+            gq_prefetch_tail(&self.gpool, &self.b2)
         return block_id
 
     cdef inline int64_t fast_evict(self) noexcept nogil:

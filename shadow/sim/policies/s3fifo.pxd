@@ -14,7 +14,8 @@ Ghost entries are never resident: the base table knows nothing of them.
 
 from libc.stdint cimport int64_t, int32_t, uint8_t
 
-from shadow.sim.idtable cimport SlotMap, slotmap_get, slotmap_put, slotmap_del
+from shadow.sim.idtable cimport (SlotMap, slotmap_get, slotmap_put, slotmap_del, slotmap_prefetch,
+                                 SHADOW_PREFETCH)
 from shadow.sim.policy cimport Policy, Access
 from shadow.sim.policies._dlist cimport DList, dl_push_head, dl_unlink
 
@@ -103,6 +104,18 @@ cdef inline int gq_push_head(GhostPool* g, GhostQ* q, int64_t block_id, uint8_t 
     return 0
 
 
+cdef inline void gq_prefetch_tail(const GhostPool* g, const GhostQ* q) noexcept nogil:
+    """Prefetch what the next :func:`gq_pop_tail` of ``q`` reads: the tail's map entry, and the
+    id of the node after it (whose entry the pop after that reads)."""
+    cdef int32_t node = q.tail
+    if node >= 0:
+        slotmap_prefetch(&g.map, g.ids[node])
+        node = g.prev[node]
+        if node >= 0:
+            SHADOW_PREFETCH(&g.ids[node])
+            SHADOW_PREFETCH(&g.prev[node])
+
+
 cdef inline int32_t dl_first_unpinned(const DList* d, const int32_t* pins) noexcept nogil:
     """The slot nearest ``d``'s tail with no pin, or -1."""
     cdef int32_t s = d.tail
@@ -124,6 +137,12 @@ cdef class S3FIFO(Policy):
 
     # NOTE: the operations live here as inline methods: ``hit``/``insert``/``evict`` run them,
     # and the serve loop (``K_S3FIFO``) calls them directly, inlined, with no virtual call.
+
+    cdef inline void fast_prefetch(self, int64_t block_id) noexcept nogil:
+        """Prefetch what a get of ``block_id`` probes: the resident table and the ghost map."""
+        self.prefetch(block_id)
+        if self.ghost_size > 0:
+            slotmap_prefetch(&self.gpool.map, block_id)
 
     cdef inline void fast_hit(self, int64_t slot) noexcept nogil:
         if self.freq[slot] < 255:
@@ -151,6 +170,7 @@ cdef class S3FIFO(Policy):
         while self.ghost.n >= self.ghost_size:
             gq_pop_tail(&self.gpool, &self.ghost)
         gq_push_head(&self.gpool, &self.ghost, block_id, 1)
+        gq_prefetch_tail(&self.gpool, &self.ghost)
 
     cdef inline int64_t _evict_small(self) noexcept nogil:
         cdef int32_t s = self.small.tail, nxt
