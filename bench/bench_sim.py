@@ -4,6 +4,9 @@
 
 Measures (writes bench/out/bench_sim.json):
 * decode   LcpReader alone over the tiled trace (the ceiling for anything end to end);
+* loop     the serve loop alone: the whole trace decoded into arrays first, then one cache per
+           policy stepped over them (``CacheRun.serve_batch``, best of 2): the simulator's own
+           cost per access, without decoding;
 * policy   each policy alone, one cache (default 8k blocks), decode included: block accesses/s;
 * many     P policies x 4 sizes in one pass (threads, and one thread) vs one pass each;
 * memory   RSS growth per cache slot of a 1M-slot cache per policy;
@@ -18,10 +21,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import sys
 import time
 from pathlib import Path
+
+# NOTE: numpy's OpenBLAS worker threads can spin for a while after numpy starts, and process time
+# counts every thread: keep them out of the CPU figures (nothing here uses BLAS).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
@@ -53,6 +63,40 @@ def decode_only(path: Path) -> tuple[float, int, float]:
         for b in tr:
             n += b.n_blocks
     return time.perf_counter() - t, n, time.process_time() - c
+
+
+def load_arrays(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The whole trace as (offsets, block ids, next-access) arrays in memory."""
+    offs, ids, nxt, base = [np.zeros(1, dtype=np.int64)], [], [], 0
+    with open_trace(str(path)) as tr:
+        for b in tr:
+            o = np.asarray(b.offsets, dtype=np.int64)
+            offs.append(o[1:] + base)
+            base += int(o[-1])
+            ids.append(np.asarray(b.block_ids, dtype=np.int64))
+            nxt.append(np.asarray(b.next_access, dtype=np.int64))
+    return np.concatenate(offs), np.concatenate(ids), np.concatenate(nxt)
+
+
+def loop_only(arrays: tuple[np.ndarray, np.ndarray, np.ndarray], policy: str, size: int,
+              reps: int = 2) -> tuple[float, int]:
+    """CPU seconds (best of ``reps``) and block accesses of one cache over arrays in memory
+    (pins on, deepest-first, verify on, uniform cost: as ``run``)."""
+    from shadow.sim.loop import CacheRun
+    from shadow.sim.registry import make_policy
+    off, ids, nxt = arrays
+    n = len(off) - 1
+    max_b = int(np.max(np.diff(off))) + 1
+    ce, ci, ts = np.ones(max_b), np.ones(max_b, dtype=np.int64), np.full(n, -1.0)
+    best = float("inf")
+    for _ in range(reps):
+        cr = CacheRun(make_policy(policy, size), True, "deepest-first", True)
+        cr.reserve(max_b)
+        c = time.process_time()
+        cr.serve_batch(off, ids, nxt, ts, ce, ci, 0)
+        best = min(best, time.process_time() - c)
+        assert cr.failed == 0, cr.failed
+    return best, len(ids)
 
 
 def run(path: Path, specs: list[CacheSpec], limit: int | None = None,
@@ -177,6 +221,15 @@ def main() -> None:
     res["decode"] = {"accesses": n, "s": dt, "per_s": n / dt, "cpu_s": cpu, "per_cpu_s": dec_cpu}
     print(f"decode only            {n / dt / 1e6:8.1f} M accesses/s wall, {dec_cpu / 1e6:6.1f} M/s CPU"
           f" ({n} accesses)", flush=True)
+    if "loop" not in skip:
+        arrays = load_arrays(path)
+        res["loop"] = {}
+        for p in policies:
+            cpu, n = loop_only(arrays, p, a.size)
+            res["loop"][p] = {"cpu_s": cpu, "per_cpu_s": n / cpu, "vs_decode_cpu": (n / cpu) / dec_cpu}
+            print(f"{p:<28s} {n / cpu / 1e6:8.1f} M accesses/s CPU, loop only (arrays in memory; "
+                  f"{(n / cpu) / dec_cpu:.2f} x decode-only CPU)", flush=True)
+        del arrays
     if "policy" not in skip:
         res["policy"] = {}
         for p in policies:
