@@ -23,7 +23,6 @@ import zstandard
 
 from shadow.trace import _lcp
 from shadow.trace.batch import Batch
-from shadow.trace.frames import FrameEntry, pack_entry
 from shadow.trace.format import (
     FLAG_COUNTS_VALID,
     FLAG_HAS_NEXT_ACCESS,
@@ -33,8 +32,8 @@ from shadow.trace.format import (
     HEADER_FRAME_PREFIX,
     RECORD_DTYPE,
     RECORD_SIZE,
-    ZSTD_MAGIC,
 )
+from shadow.trace.frames import FrameEntry, pack_entry
 from shadow.trace.header import LcpHeader
 
 # NOTE: level 1 with long-distance matching: on lcp bodies it is ~4% larger than level 3 and
@@ -45,6 +44,7 @@ WINDOW_LOG = 27
 # compression (long-distance matches do not cross frames; docs/performance.md), small enough that
 # a 2-core reader has several frames to decode at once with a few MiB each in flight.
 DEFAULT_FRAME_BYTES = 4 << 20
+
 
 def _wants_zstd(path: str, compress: bool | None) -> bool:
     if compress is not None:
