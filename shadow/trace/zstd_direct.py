@@ -32,8 +32,14 @@ class DirectError(Exception):
     """libzstd rejected a frame (corrupt data, checksum mismatch, output too small)."""
 
 
+def _names():
+    # NOTE: the usual soname first: find_library() runs ldconfig (tens of ms)
+    yield "libzstd.so.1"
+    yield ctypes.util.find_library("zstd")
+
+
 def _load():
-    for name in (ctypes.util.find_library("zstd"), "libzstd.so.1"):
+    for name in _names():
         if not name:
             continue
         try:
