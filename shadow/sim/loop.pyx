@@ -147,10 +147,13 @@ cdef int64_t _access(CacheRun run, AnyPolicy p, const int64_t* ids, int64_t B,
                      int64_t n_anonymous, bint sorted_unique, Access* acc,
                      int64_t req_index) noexcept nogil:
     """The access phase of :meth:`CacheRun.serve`: evictions during it, or -1 if stuck (failed)."""
-    cdef int64_t i, j, step, slot, bid, victim, n_res, n_ev = 0
+    cdef int64_t i, j, step, slot, bid, victim, n_res = 0, n_ev = 0
     cdef int64_t* sids = p.slot_ids
     cdef int64_t* slots = run.slots
     cdef int64_t limit = p.capacity - run.reserved - n_anonymous
+    # NOTE: counters in locals, stored back at the end: through ``run`` every store to the
+    # policy's arrays would force the compiler to reload them.
+    cdef int64_t vt = run.vtime, n_unexpected = 0
     if run.deepest_first:
         i = B - 1
         step = -1
@@ -159,13 +162,13 @@ cdef int64_t _access(CacheRun run, AnyPolicy p, const int64_t* ids, int64_t B,
         step = 1
     for j in range(B):
         bid = ids[i]
-        run.vtime += 1
+        vt += 1
         acc.block_id = bid
         if AnyPolicy is Policy:
             acc.cost = cint[i]
             acc.cost_exact = cexact[i]
             acc.next_access = nxt[i]
-            acc.vtime = run.vtime
+            acc.vtime = vt
             acc.position = i
         slot = slots[i]
         if slot >= 0 and sids[slot] != bid:
@@ -175,7 +178,8 @@ cdef int64_t _access(CacheRun run, AnyPolicy p, const int64_t* ids, int64_t B,
             # missing until its own get; with duplicates an earlier get may have inserted it.
             slot = p.find(bid)
         if slot >= 0:
-            n_res = p.n_resident
+            if AnyPolicy is Policy:
+                n_res = p.n_resident
             _hit(p, slot, acc)
         else:
             if p.n_resident >= limit:
@@ -185,24 +189,31 @@ cdef int64_t _access(CacheRun run, AnyPolicy p, const int64_t* ids, int64_t B,
                     acc.cost = cint[i]
                     acc.cost_exact = cexact[i]
                     acc.next_access = nxt[i]
-                    acc.vtime = run.vtime
+                    acc.vtime = vt
                     acc.position = i
                 victim = _evict(p, acc)
                 if victim == 0:
+                    run.vtime = vt
+                    run.n_unexpected_eviction += n_unexpected
                     run._fail(FAIL_UNEXPECTED_STUCK, req_index, bid)
                     return -1
-                run.n_unexpected_eviction += 1
+                n_unexpected += 1
                 n_ev += 1
-            n_res = p.n_resident + 1
+            if AnyPolicy is Policy:
+                n_res = p.n_resident + 1
             slot = _insert(p, acc)
             slots[i] = slot
-        # NOTE: a policy may evict inside hit/insert (twoq's Am spills its own tail even when
-        # the cache has room, as libCacheSim does): a *spilled* eviction the loop did not ask
-        # for, so it counts as unexpected.  The dropped slot is caught by the id checks after.
-        if p.n_resident < n_res:
-            run.n_unexpected_eviction += n_res - p.n_resident
-            n_ev += 1
+        if AnyPolicy is Policy:
+            # NOTE: a policy may evict inside hit/insert (twoq's Am spills its own tail even when
+            # the cache has room, as libCacheSim does): a *spilled* eviction the loop did not ask
+            # for, so it counts as unexpected.  The dropped slot is caught by the id checks
+            # after.  (The fast kinds never do.)
+            if p.n_resident < n_res:
+                n_unexpected += n_res - p.n_resident
+                n_ev += 1
         i += step
+    run.vtime = vt
+    run.n_unexpected_eviction += n_unexpected
     return n_ev
 
 
