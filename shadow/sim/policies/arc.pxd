@@ -7,7 +7,8 @@ from shadow.sim.policy cimport Policy
 from shadow.sim.policies._dlist cimport DList, dl_push_head, dl_unlink, dl_move_head
 from shadow.sim.idtable cimport slotmap_prefetch
 from shadow.sim.policies.s3fifo cimport (GhostPool, GhostQ, gp_find, gq_unlink, gq_pop_tail,
-                                         gq_push_head, gq_prefetch_tail, dl_first_unpinned)
+                                         gq_push_head, gq_prefetch_tail, dl_first_unpinned,
+                                         prefetch_leaving)
 
 
 cdef class ARC(Policy):
@@ -86,6 +87,9 @@ cdef class ARC(Policy):
         else:
             gq_push_head(&self.gpool, &self.b2, block_id, 2)
             gq_prefetch_tail(&self.gpool, &self.b2)
+        # NOTE: the next REPLACE takes (most often) one of the two tails: start loading both.
+        prefetch_leaving(&self.table, self.slot_ids, &self.gpool, self.t1.tail)
+        prefetch_leaving(&self.table, self.slot_ids, &self.gpool, self.t2.tail)
         return block_id
 
     cdef inline int64_t fast_evict(self) noexcept nogil:

@@ -116,6 +116,17 @@ cdef inline void gq_prefetch_tail(const GhostPool* g, const GhostQ* q) noexcept 
             SHADOW_PREFETCH(&g.prev[node])
 
 
+cdef inline void prefetch_leaving(const SlotMap* table, const int64_t* slot_ids,
+                                  const GhostPool* g, int32_t s) noexcept nogil:
+    """Prefetch what evicting slot ``s`` into a ghost list touches: its resident-table entry (the
+    delete) and its home in the ghost map (the insert)."""
+    cdef int64_t block_id
+    if s >= 0:
+        block_id = slot_ids[s]
+        slotmap_prefetch(table, block_id)
+        slotmap_prefetch(&g.map, block_id)
+
+
 cdef inline int32_t dl_first_unpinned(const DList* d, const int32_t* pins) noexcept nogil:
     """The slot nearest ``d``'s tail with no pin, or -1."""
     cdef int32_t s = d.tail
@@ -238,4 +249,6 @@ cdef class S3FIFO(Policy):
                 s = self.main.tail
                 dl_unlink(&self.main, s)
                 victim = self._drop_slot(s)
+        # NOTE: the next victim is most often small's tail: start loading its table entries.
+        prefetch_leaving(&self.table, self.slot_ids, &self.gpool, self.small.tail)
         return victim
