@@ -318,21 +318,24 @@ def bench_engine(n_requests: int, passes: int = 2) -> dict:
     assert cached["on"] == cached["off-1"] == cached["off-2"], "engines diverged"
     per = {lb: {"median_ms": round(statistics.median(v), 3), "p90_ms": round(_pct(v, 0.9), 3),
                 "mean_ms": round(statistics.fmean(v), 3)} for lb, v in lat.items()}
-    off = [statistics.fmean(x) for x in zip(lat["off-1"], lat["off-2"])]
+    # NOTE: unpaired figures pool the two "off" engines; paired ones divide each request's
+    # latency by off-1's on the same prompt in the same turn, for "on" and for "off-2" alike
+    off = lat["off-1"] + lat["off-2"]
     med = statistics.median
+    on2 = lat["on"] + lat["on"]  # paired with off-1 then off-2 for the bootstrap
     res = {"engines": per, "requests": n_requests * passes, "passes": passes,
            "start_s": round(start_s, 1),
            "on_over_off_median": round(med(lat["on"]) / med(off), 4),
-           "on_over_off_median_ci90": _ratio_ci(lat["on"], off, med),
+           "on_over_off_median_ci90": _ratio_ci(on2, off, med),
            "on_over_off_p90": round(_p90(lat["on"]) / _p90(off), 4),
-           "on_over_off_p90_ci90": _ratio_ci(lat["on"], off, _p90),
-           # per request: on / the mean of the two off engines on the same prompt, same turn
-           "on_over_off_paired_median": round(med([x / y for x, y in zip(lat["on"], off)]), 4),
+           "on_over_off_p90_ci90": _ratio_ci(on2, off, _p90),
            "aa_off2_over_off1_median": round(med(lat["off-2"]) / med(lat["off-1"]), 4),
            "aa_off2_over_off1_median_ci90": _ratio_ci(lat["off-2"], lat["off-1"], med),
            "aa_off2_over_off1_p90": round(_p90(lat["off-2"]) / _p90(lat["off-1"]), 4),
            "aa_off2_over_off1_p90_ci90": _ratio_ci(lat["off-2"], lat["off-1"], _p90),
-           "aa_off2_over_off1_paired_median": round(
+           "paired_on_over_off1_median": round(
+               med([x / y for x, y in zip(lat["on"], lat["off-1"])]), 4),
+           "paired_off2_over_off1_median": round(
                med([x / y for x, y in zip(lat["off-2"], lat["off-1"])]), 4),
            "prefix_hit_share": round(sum(cached["on"]) / sum(
                len(p) for p in _engine_prompts(n_requests)) / passes, 3)}
