@@ -22,6 +22,7 @@ This module imports no vLLM.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections import deque
@@ -114,6 +115,24 @@ def partial_tail_blocks(num_computed_tokens: int, n_full_blocks: int, block_size
     request ``num_computed_tokens = input_length + output_length - 1``.
     """
     return max(0, -(-int(num_computed_tokens) // int(block_size)) - int(n_full_blocks))
+
+
+def lower_thread_priority(increment: int) -> None:
+    """Raise the calling thread's nice value by ``increment`` (Linux: nice is per thread).
+
+    NOTE: the shadow must never slow the engine down.  On a host whose cores the engine keeps
+    busy (CPU inference, or a busy API server), a nice worker thread gets what the engine leaves
+    over; when it falls behind, the bounded queue drops work and counts it (visible in
+    ``shadow_dropped_requests_total``) instead of taking CPU from the engine.  Raising nice needs
+    no privilege; where it is not possible the worker simply runs at normal priority.
+    """
+    if increment <= 0 or not hasattr(os, "setpriority"):
+        return
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, min(os.getpriority(os.PRIO_PROCESS, tid) + increment, 19))
+    except OSError as exc:
+        logger.info("shadow worker: cannot lower its priority (%s); running at normal priority", exc)
 
 
 def _runs_of(sim: Any) -> Sequence[Any]:
@@ -209,6 +228,7 @@ class ShadowWorker:
 
     # -- worker thread ---------------------------------------------------------------------
     def _run(self) -> None:
+        lower_thread_priority(self.cfg.worker_nice)
         wake, q = self._wake, self.queue
         while not self._stop:
             if not q:

@@ -72,6 +72,7 @@ def test_policies_with_parameters(tmp_path):
     ({"metrics_port": 70000}, "kv_connector_extra_config.metrics_port", "<= 65535"),
     ({"metrics_host": ""}, "kv_connector_extra_config.metrics_host", "host"),
     ({"queue_size": 0}, "kv_connector_extra_config.queue_size", ">= 1"),
+    ({"worker_nice": 20}, "kv_connector_extra_config.worker_nice", "<= 19"),
     ({"id_horizon_s": "soon"}, "kv_connector_extra_config.id_horizon_s", "expected a number"),
     ({"pin": "maybe"}, "kv_connector_extra_config.pin", "true or false"),
     ({"record_dir": ""}, "kv_connector_extra_config.record_dir", "directory path"),

@@ -133,3 +133,25 @@ def test_partial_tail_blocks():
     assert partial_tail_blocks(13, 3, 4) == 1
     assert partial_tail_blocks(0, 0, 4) == 0
     assert partial_tail_blocks(5, 3, 4) == 0  # never negative
+
+
+def _thread_nice(tid: int) -> int:
+    # /proc/<pid>/task/<tid>/stat: field 19 is the nice value (after the parenthesised name)
+    with open(f"/proc/self/task/{tid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[16])
+
+
+def test_worker_thread_runs_nicer_than_the_engine_threads():
+    import os
+    import threading
+
+    base = _thread_nice(threading.get_native_id())
+    for nice, want in ((10, min(base + 10, 19)), (0, base)):
+        w = ShadowWorker(config(worker_nice=nice))
+        try:
+            assert w.flush()
+            got = _thread_nice(w._thread.native_id)
+        finally:
+            w.stop()
+        assert got == want, (nice, got)
+    assert os.getpriority(os.PRIO_PROCESS, 0) == base   # the caller (the engine's thread) untouched
