@@ -559,6 +559,7 @@ class Simulator:
         batch.release(adm, extra_block_ids, n_anonymous_final)
         self.serve_live(batch)
 
+
 def _timestamps(records: np.ndarray) -> np.ndarray:
     """Arrival seconds per request: start_time_us, else complete_time_us, else -1."""
     try:
