@@ -8,13 +8,13 @@ from __future__ import annotations
 from shadow.sim.cost import CostModel, parse_cost_model
 from shadow.sim.registry import list_policies, make_policy
 
-__all__ = ["Simulator", "CacheSpec", "Result", "Admission", "list_policies", "make_policy",
+__all__ = ["Simulator", "CacheSpec", "Result", "Admission", "LiveBatch", "list_policies", "make_policy",
            "parse_cost_model", "CostModel"]
 
 
 def __getattr__(name: str):
     # NOTE: lazy, so `import shadow.sim` works before the extension modules are built.
-    if name in ("Simulator", "CacheSpec", "Result", "Admission"):
+    if name in ("Simulator", "CacheSpec", "Result", "Admission", "LiveBatch"):
         from shadow.sim import simulator
         return getattr(simulator, name)
     raise AttributeError(name)
