@@ -8,11 +8,18 @@ The base :class:`Policy` owns what every policy needs and the serve loop reads d
   :c:type:`~shadow.sim.idtable.SlotMap` of 4-byte entries (fingerprint, slot) at load <= 1/4 whose
   keys are read from ``slot_ids`` (ghost entries never live here; a policy keeps ghosts in its own
   :class:`~shadow.sim.idtable.IdTable`);
-* ``slot_ids[slot]``: the block id held by the slot, 0 when the slot is free;
+* ``slot_ids[slot]``: the block id held by the slot; a free slot holds
+  ``FREE_BASE + next_free + 1`` instead (see :func:`slot_is_free`);
 * ``pins[slot]``: how many in-flight requests pin the block (0 when the slot is free);
-* a free-slot stack.
+* the free slots as a stack threaded through ``slot_ids`` (``free_head``).
 
-Invariant: ``table`` maps id -> slot iff ``slot_ids[slot] == id != 0``; ``n_resident`` is the
+NOTE: no separate free-slot array (4 bytes a slot saved): a free slot's ``slot_ids`` entry links
+to the next free slot, encoded at the very bottom of the int64 range (``FREE_BASE`` = INT64_MIN,
+``FREE_BASE + 1 + s`` for a link to slot ``s``, ``FREE_BASE`` itself ends the list).  Block ids
+are >= 1 (trace ids are dense from 1, the live API interns), so no ``slot_ids[slot] == id`` check
+can mistake a free slot for a resident block.
+
+Invariant: ``table`` maps id -> slot iff ``slot_ids[slot] == id`` and the slot is not free; ``n_resident`` is the
 number of such slots and never exceeds ``capacity``.  Only :meth:`_take_slot` and
 :meth:`_drop_slot` change that set, so a subclass calls them from ``insert`` and from
 ``evict``/``remove``, and keeps its own order structures in per-slot arrays of its own.
@@ -35,10 +42,16 @@ Calls the serve loop makes (all ``noexcept nogil``; nothing here may raise or to
   called when ``wants_release`` is set (the ``vllm`` policy).
 """
 
-from libc.stdint cimport int64_t, int32_t
+from libc.stdint cimport int64_t, int32_t, INT64_MIN
 
 from shadow.sim.idtable cimport (SlotMap, slotmap_get, slotmap_put, slotmap_del,
                                  slotmap_prefetch)
+
+
+cdef inline bint slot_is_free(int64_t v) noexcept nogil:
+    """Whether a ``slot_ids`` entry is a free-list link rather than a block id."""
+    # NOTE: a capacity is below 2**31, so every encoded link lies below INT64_MIN + 2**31.
+    return v < INT64_MIN + <int64_t>2147483648
 
 
 cdef struct Access:
@@ -65,8 +78,7 @@ cdef class Policy:
     cdef SlotMap table
     cdef int64_t* slot_ids
     cdef int32_t* pins
-    cdef int32_t* free_stack
-    cdef int64_t n_free
+    cdef int64_t free_head            # first free slot, -1 when none (the rest link via slot_ids)
     cdef readonly int64_t n_pinned    # slots with pins > 0
     cdef public bint pin_enabled      # set by the loop; informational for policies
     cdef public bint wants_release    # call on_release (set by a policy that uses it)
@@ -82,8 +94,8 @@ cdef class Policy:
     cdef inline int64_t _take_slot(self, int64_t block_id) noexcept nogil:
         """Register ``block_id`` in a free slot and return the slot (the caller ensured one)."""
         cdef int64_t slot
-        self.n_free -= 1
-        slot = self.free_stack[self.n_free]
+        slot = self.free_head
+        self.free_head = self.slot_ids[slot] - INT64_MIN - 1
         self.slot_ids[slot] = block_id
         self.pins[slot] = 0
         slotmap_put(&self.table, block_id, slot)
@@ -107,10 +119,9 @@ cdef class Policy:
         if self.pins[slot] > 0:
             self.n_pinned -= 1
         slotmap_del(&self.table, self.slot_ids, block_id, slot)
-        self.slot_ids[slot] = 0
+        self.slot_ids[slot] = INT64_MIN + 1 + self.free_head
         self.pins[slot] = 0
-        self.free_stack[self.n_free] = <int32_t>slot
-        self.n_free += 1
+        self.free_head = slot
         self.n_resident -= 1
         return block_id
 

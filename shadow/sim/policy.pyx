@@ -2,12 +2,13 @@
 """Base class of every eviction policy; see policy.pxd for the interface and its invariant."""
 
 from libc.stdlib cimport malloc, calloc, free
+from libc.stdint cimport INT64_MIN
 
 from shadow.sim.idtable cimport slotmap_init, slotmap_free
 
 
 cdef class Policy:
-    """Slots, the resident id table, pins and the free-slot stack (see policy.pxd).
+    """Slots, the resident id table, pins and the free-slot stack in ``slot_ids`` (see policy.pxd).
 
     Subclasses get the same constructor arguments; ``capacity`` is always the first.
     """
@@ -23,21 +24,20 @@ cdef class Policy:
         self.pin_enabled = True
         self.wants_release = False
         slotmap_init(&self.table, capacity)
-        self.slot_ids = <int64_t*>calloc(capacity, sizeof(int64_t))
+        self.slot_ids = <int64_t*>malloc(capacity * sizeof(int64_t))
         self.pins = <int32_t*>calloc(capacity, sizeof(int32_t))
-        self.free_stack = <int32_t*>malloc(capacity * sizeof(int32_t))
-        if self.slot_ids == NULL or self.pins == NULL or self.free_stack == NULL:
+        if self.slot_ids == NULL or self.pins == NULL:
             raise MemoryError(f"cannot allocate a cache of {capacity} slots")
-        # NOTE: slot 0 on top of the stack, so a fresh cache fills slots 0, 1, 2, ... in order.
-        for i in range(capacity):
-            self.free_stack[i] = <int32_t>(capacity - 1 - i)
-        self.n_free = capacity
+        # NOTE: slot 0 on top of the free stack, so a fresh cache fills slots 0, 1, 2, ... in order.
+        for i in range(capacity - 1):
+            self.slot_ids[i] = INT64_MIN + 1 + (i + 1)
+        self.slot_ids[capacity - 1] = INT64_MIN
+        self.free_head = 0
 
     def __dealloc__(self):
         slotmap_free(&self.table)
         free(self.slot_ids)
         free(self.pins)
-        free(self.free_stack)
 
     cdef void hit(self, int64_t slot, const Access* acc) noexcept nogil:
         pass
@@ -76,7 +76,7 @@ cdef class Policy:
     def resident_ids(self) -> list[int]:
         """Ids of the resident blocks, in slot order."""
         cdef int64_t s
-        return [self.slot_ids[s] for s in range(self.capacity) if self.slot_ids[s] != 0]
+        return [self.slot_ids[s] for s in range(self.capacity) if not slot_is_free(self.slot_ids[s])]
 
     def pin_count(self, block_id: int) -> int:
         cdef int64_t s = self.find(block_id)

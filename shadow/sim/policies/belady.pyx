@@ -23,7 +23,7 @@ Memory: base 40 B/slot + next 8 + heap 4 + heap index 4 = 56 B/slot.
 from libc.stdint cimport int64_t, int32_t, INT64_MAX
 from libc.stdlib cimport malloc, realloc, free
 
-from shadow.sim.policy cimport Policy, Access
+from shadow.sim.policy cimport Policy, Access, slot_is_free
 
 DEFAULTS = ""
 HONOURS_PINS = True
@@ -167,7 +167,8 @@ cdef class Belady(Policy):
     def order(self) -> list[int]:
         """Resident ids in eviction order, first victim first (tests; O(n log n))."""
         cdef int64_t s
-        items = [(self.key[s], self.slot_ids[s]) for s in range(self.capacity) if self.slot_ids[s] != 0]
+        items = [(self.key[s], self.slot_ids[s]) for s in range(self.capacity)
+                 if not slot_is_free(self.slot_ids[s])]
         items.sort(reverse=True)
         return [bid for _, bid in items]
 
