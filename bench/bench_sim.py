@@ -9,7 +9,9 @@ Measures (writes bench/out/bench_sim.json):
            cost per access, without decoding;
 * policy   each policy alone, one cache (default 8k blocks), decode included: block accesses/s;
 * many     P policies x 4 sizes in one pass (threads, and one thread) vs one pass each;
-* memory   RSS growth per cache slot of a 1M-slot cache per policy;
+* memory   RSS growth per cache slot of a 1M-slot cache per policy, filled with distinct ids; for
+           the policies with ghost lists also after a churn of 4M uniform ids over 4M (most gets
+           miss, so the ghosts fill to their bound), with the ghost count reached;
 * python   the pure-Python reference loop (LRU) and libcachesim driven from Python through the
            same reference loop, over a prefix of the trace, vs the Cython loop on that prefix.
 Wall and CPU time are both reported: the machine is shared, so CPU time and ratios against the
@@ -128,26 +130,44 @@ def rss_kb() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
-def memory_per_slot(name: str, slots: int = 1 << 20) -> float:
-    """RSS growth per slot of one filled cache, measured in a fresh child process."""
+GHOST_POLICIES = ("s3fifo", "arc", "twoq", "random_compute_small_queue")
+
+
+def memory_per_slot(name: str, slots: int = 1 << 20, churn: int = 0) -> tuple[float, int]:
+    """RSS growth per slot of one filled cache, measured in a fresh child process, and the ghost
+    entries it ends with (-1: not known).  ``churn`` more gets of uniform ids over ``4 * slots``
+    follow the fill (they fill the ghost lists)."""
     import subprocess
     code = f"""
 import sys
 sys.path.insert(0, {str(ROOT)!r})
+import numpy as np
 def rss():
     for line in open('/proc/self/status'):
         if line.startswith('VmRSS:'):
             return int(line.split()[1]) * 1024
 from shadow.sim.registry import make_policy
 from shadow.sim.loop import CacheRun
+ids = np.random.default_rng(1).integers(1, 4 * {slots} + 1, {churn}).tolist()
 before = rss()
 p = make_policy({name!r}, {slots})
 for i in range({slots}):
     p.py_get(i + 1, vtime=i + 1)
-print((rss() - before) / {slots})
+t = {slots}
+for b in ids:
+    t += 1
+    p.py_get(b, vtime=t)
+m = (rss() - before) / {slots}
+g = -1
+if hasattr(p, 'queues'):
+    g = sum(len(v) for k, v in p.queues().items() if k in ('ghost', 'b1', 'b2', 'aout'))
+elif hasattr(p, 'ghost_ids'):
+    g = len(p.ghost_ids())
+print(m, g)
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return float(out.stdout.strip())
+    m, g = out.stdout.split()
+    return float(m), int(g)
 
 
 def python_baselines(path: Path, n_limit: int) -> dict:
@@ -260,9 +280,17 @@ def main() -> None:
     if "memory" not in skip:
         res["memory_bytes_per_slot"] = {}
         for p in policies:
-            m = memory_per_slot(p)
+            m, _ = memory_per_slot(p)
             res["memory_bytes_per_slot"][p] = m
             print(f"{p:<28s} {m:6.1f} bytes/slot (1M-slot cache, RSS)", flush=True)
+        res["memory_bytes_per_slot_ghosts_filled"] = {}
+        for p in policies:
+            if p not in GHOST_POLICIES:
+                continue
+            m, g = memory_per_slot(p, churn=4 << 20)
+            res["memory_bytes_per_slot_ghosts_filled"][p] = {"bytes_per_slot": m, "ghosts": g}
+            print(f"{p:<28s} {m:6.1f} bytes/slot after 4M churn gets ({g} ghost entries)",
+                  flush=True)
     if "python" not in skip:
         res["python"] = python_baselines(path, a.python_accesses)
         print(json.dumps(res["python"]), flush=True)

@@ -10,7 +10,8 @@ The base :class:`Policy` owns what every policy needs and the serve loop reads d
   :class:`~shadow.sim.idtable.IdTable`);
 * ``slot_ids[slot]``: the block id held by the slot; a free slot holds
   ``FREE_BASE + next_free + 1`` instead (see :func:`slot_is_free`);
-* ``pins[slot]``: how many in-flight requests pin the block (0 when the slot is free);
+* ``pins[slot]``: how many in-flight requests pin the block (0 when the slot is free), 16 bits;
+  past ``PIN_SAT`` the rest of the count lives in a small side list (``pin_over``);
 * the free slots as a stack threaded through ``slot_ids`` (``free_head``).
 
 NOTE: no separate free-slot array (4 bytes a slot saved): a free slot's ``slot_ids`` entry links
@@ -42,10 +43,21 @@ Calls the serve loop makes (all ``noexcept nogil``; nothing here may raise or to
   called when ``wants_release`` is set (the ``vllm`` policy).
 """
 
-from libc.stdint cimport int64_t, int32_t, INT64_MIN
+from libc.stdint cimport int64_t, int32_t, uint16_t, INT64_MIN
 
 from shadow.sim.idtable cimport (SlotMap, slotmap_get, slotmap_put, slotmap_del,
                                  slotmap_prefetch)
+
+
+# NOTE: pins are 16 bits (2 B/slot); a block pinned by more than PIN_SAT requests at once (never
+# seen in practice) keeps PIN_SAT in ``pins`` and the excess in ``pin_over``, so counts stay exact.
+cdef enum:
+    PIN_SAT = 0xFFFF
+
+
+cdef struct PinOver:
+    int64_t slot
+    int64_t extra       # pins beyond PIN_SAT, >= 1
 
 
 cdef inline bint slot_is_free(int64_t v) noexcept nogil:
@@ -77,7 +89,10 @@ cdef class Policy:
     cdef readonly int64_t n_resident
     cdef SlotMap table
     cdef int64_t* slot_ids
-    cdef int32_t* pins
+    cdef uint16_t* pins
+    cdef PinOver* pin_over            # slots pinned past PIN_SAT (rare; a short unsorted list)
+    cdef int64_t n_pin_over
+    cdef int64_t cap_pin_over
     cdef int64_t free_head            # first free slot, -1 when none (the rest link via slot_ids)
     cdef readonly int64_t n_pinned    # slots with pins > 0
     cdef public bint pin_enabled      # set by the loop; informational for policies
@@ -103,14 +118,21 @@ cdef class Policy:
         return slot
 
     cdef inline void _pin(self, int64_t slot) noexcept nogil:
-        if self.pins[slot] == 0:
+        cdef uint16_t p = self.pins[slot]
+        if p == PIN_SAT:
+            self._pin_over_add(slot)
+            return
+        if p == 0:
             self.n_pinned += 1
-        self.pins[slot] += 1
+        self.pins[slot] = p + 1
 
     cdef inline void _unpin(self, int64_t slot) noexcept nogil:
-        if self.pins[slot] > 0:
-            self.pins[slot] -= 1
-            if self.pins[slot] == 0:
+        cdef uint16_t p = self.pins[slot]
+        if p == PIN_SAT and self.n_pin_over > 0 and self._pin_over_take(slot, False):
+            return
+        if p > 0:
+            self.pins[slot] = p - 1
+            if p == 1:
                 self.n_pinned -= 1
 
     cdef inline int64_t _drop_slot(self, int64_t slot) noexcept nogil:
@@ -118,6 +140,8 @@ cdef class Policy:
         cdef int64_t block_id = self.slot_ids[slot]
         if self.pins[slot] > 0:
             self.n_pinned -= 1
+            if self.pins[slot] == PIN_SAT and self.n_pin_over > 0:
+                self._pin_over_take(slot, True)
         slotmap_del(&self.table, self.slot_ids, block_id, slot)
         self.slot_ids[slot] = INT64_MIN + 1 + self.free_head
         self.pins[slot] = 0
@@ -125,6 +149,8 @@ cdef class Policy:
         self.n_resident -= 1
         return block_id
 
+    cdef void _pin_over_add(self, int64_t slot) noexcept nogil
+    cdef bint _pin_over_take(self, int64_t slot, bint all_of_it) noexcept nogil
     cdef void hit(self, int64_t slot, const Access* acc) noexcept nogil
     cdef int64_t insert(self, const Access* acc) noexcept nogil
     cdef int64_t evict(self, const Access* acc) noexcept nogil

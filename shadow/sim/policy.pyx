@@ -1,8 +1,8 @@
 # cython: language_level=3
 """Base class of every eviction policy; see policy.pxd for the interface and its invariant."""
 
-from libc.stdlib cimport malloc, calloc, free
-from libc.stdint cimport INT64_MIN
+from libc.stdlib cimport malloc, calloc, realloc, free
+from libc.stdint cimport INT64_MIN, uint16_t
 
 from shadow.sim.idtable cimport slotmap_init, slotmap_free
 
@@ -25,7 +25,10 @@ cdef class Policy:
         self.wants_release = False
         slotmap_init(&self.table, capacity)
         self.slot_ids = <int64_t*>malloc(capacity * sizeof(int64_t))
-        self.pins = <int32_t*>calloc(capacity, sizeof(int32_t))
+        self.pins = <uint16_t*>calloc(capacity, sizeof(uint16_t))
+        self.pin_over = NULL
+        self.n_pin_over = 0
+        self.cap_pin_over = 0
         if self.slot_ids == NULL or self.pins == NULL:
             raise MemoryError(f"cannot allocate a cache of {capacity} slots")
         # NOTE: slot 0 on top of the free stack, so a fresh cache fills slots 0, 1, 2, ... in order.
@@ -38,6 +41,40 @@ cdef class Policy:
         slotmap_free(&self.table)
         free(self.slot_ids)
         free(self.pins)
+        free(self.pin_over)
+
+    cdef void _pin_over_add(self, int64_t slot) noexcept nogil:
+        """One more pin on a slot already holding PIN_SAT of them."""
+        cdef int64_t i, cap
+        cdef PinOver* grown
+        for i in range(self.n_pin_over):
+            if self.pin_over[i].slot == slot:
+                self.pin_over[i].extra += 1
+                return
+        if self.n_pin_over == self.cap_pin_over:
+            cap = 2 * self.cap_pin_over + 4
+            grown = <PinOver*>realloc(self.pin_over, cap * sizeof(PinOver))
+            if grown == NULL:
+                # NOTE: out of memory for a few bytes: the count saturates (the block stays
+                # pinned until PIN_SAT releases; nothing here may raise).
+                return
+            self.pin_over = grown
+            self.cap_pin_over = cap
+        self.pin_over[self.n_pin_over].slot = slot
+        self.pin_over[self.n_pin_over].extra = 1
+        self.n_pin_over += 1
+
+    cdef bint _pin_over_take(self, int64_t slot, bint all_of_it) noexcept nogil:
+        """Drop one (or, ``all_of_it``, every) excess pin of ``slot``; False if it has none."""
+        cdef int64_t i
+        for i in range(self.n_pin_over):
+            if self.pin_over[i].slot == slot:
+                self.pin_over[i].extra -= 1
+                if all_of_it or self.pin_over[i].extra == 0:
+                    self.n_pin_over -= 1
+                    self.pin_over[i] = self.pin_over[self.n_pin_over]
+                return True
+        return False
 
     cdef void hit(self, int64_t slot, const Access* acc) noexcept nogil:
         pass
@@ -79,8 +116,14 @@ cdef class Policy:
         return [self.slot_ids[s] for s in range(self.capacity) if not slot_is_free(self.slot_ids[s])]
 
     def pin_count(self, block_id: int) -> int:
-        cdef int64_t s = self.find(block_id)
-        return self.pins[s] if s >= 0 else 0
+        cdef int64_t s = self.find(block_id), i, n
+        if s < 0:
+            return 0
+        n = self.pins[s]
+        for i in range(self.n_pin_over):
+            if self.pin_over[i].slot == s:
+                n += self.pin_over[i].extra
+        return n
 
     def py_get(self, block_id: int, cost: int = 1, next_access: int = -1, vtime: int = 0,
                req_vtime: int = 0, position: int = 0) -> bool:

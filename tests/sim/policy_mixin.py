@@ -145,6 +145,28 @@ class PolicyMixin:
         # every block pinned: best effort still evicts something
         assert p.py_evict(vtime=102) in keep
 
+    def test_pin_count_past_16_bits(self):
+        # pins are 16 bits with the excess in a side list: counts past 65535 stay exact
+        p = self.make(4)
+        for b in (1, 2, 3):
+            p.py_get(b, vtime=b)
+        n = 70_000
+        p.py_pin(2, n)
+        p.py_pin(3, 2)
+        assert p.pin_count(2) == n and p.n_pinned == 2
+        p.py_pin(2, -(n - 1))
+        assert p.pin_count(2) == 1 and p.n_pinned == 2
+        p.py_pin(2, -1)
+        assert p.pin_count(2) == 0 and p.n_pinned == 1
+        p.py_pin(2, 65_536)
+        p.py_remove(2)                # a saturated block leaves: its excess goes with it
+        assert p.n_pinned == 1
+        p.py_get(2, vtime=10)
+        assert p.pin_count(2) == 0
+        p.py_pin(2, 65_535)
+        p.py_pin(2, 1)
+        assert p.pin_count(2) == 65_536
+
     # ---- differential vs the pure-Python reference, through both serve loops ----
 
     def _differential(self, trace, capacity, pin, replay_order="deepest-first"):

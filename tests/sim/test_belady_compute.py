@@ -29,6 +29,22 @@ def test_belady_compute_scores_hand_traced():
     assert p.resident_ids() == [4]
 
 
+def test_belady_compute_costs_past_32_bits():
+    # costs live in 32 bits until one does not fit, then in 64 for good: the score never sees a
+    # clipped cost.  At now=0: 1 scores ln(3) - ln(max(-5, 1)) = ln(3), 2 scores
+    # ln(2**34) - ln(2**33) = ln(2), so 1 goes first; a cost clipped to 2**31 - 1 would give 2
+    # about ln(8) and evict it first.  3 is never reused (+inf): first of all.
+    p = make_policy("belady_compute", 3, "n-sample=64,evict-batch=1")
+    p.py_get(1, cost=-5, next_access=3)
+    assert p.cost_bits() == 32
+    p.py_get(2, cost=2**33, next_access=2**34)
+    assert p.cost_bits() == 64
+    p.py_get(3, cost=1, next_access=-1)
+    assert p.py_evict(vtime=0) == 3
+    assert p.py_evict(vtime=0) == 1
+    assert p.resident_ids() == [2]
+
+
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(trace=prefix_traces, capacity=st.integers(1, 24), pin=st.booleans(),
        params=st.sampled_from(["", "n-sample=3,evict-batch=2", "n-sample=1,evict-batch=4"]))

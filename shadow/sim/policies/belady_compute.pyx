@@ -16,10 +16,12 @@ the ``evict-batch`` best distinct candidates of one sample before drawing again.
 
 Pins: honoured, as random_compute (pinned draws are redrawn; best effort if all are pinned).
 
-Memory: base 40 B/slot + dense set 8 + next 8 + cost 8 = 64 B/slot.
+Memory: base 26 B/slot + dense set 8 + next 8 + cost 4 = 46 B/slot.  NOTE: the cost is kept as
+``max(cost, 1)`` in 32 bits (the score reads nothing else of it); the first cost past 2**31 - 1
+switches to a 64-bit array for good (+4 B/slot), so no decision changes.
 """
 
-from libc.stdint cimport int64_t, int32_t, uint64_t
+from libc.stdint cimport int64_t, int32_t, uint64_t, INT32_MAX
 from libc.stdlib cimport malloc, free
 from libc.math cimport log, exp, INFINITY
 from libc.float cimport DBL_MAX
@@ -38,25 +40,64 @@ DESCRIPTION = "sampled oracle: evict the farthest next access per unit of cost (
 cdef class BeladyCompute(SampledPolicy):
     """See the module docstring."""
     cdef int64_t* next_acc
-    cdef int64_t* cost
+    cdef int32_t* cost32        # max(cost, 1) per slot while every cost fits 32 bits
+    cdef int64_t* cost64        # NULL until a cost past INT32_MAX arrives; then the only one
 
     def __cinit__(self, int64_t capacity, *args, **kwargs):
         self.next_acc = <int64_t*>malloc(capacity * sizeof(int64_t))
-        self.cost = <int64_t*>malloc(capacity * sizeof(int64_t))
-        if self.next_acc == NULL or self.cost == NULL:
+        self.cost32 = <int32_t*>malloc(capacity * sizeof(int32_t))
+        self.cost64 = NULL
+        if self.next_acc == NULL or self.cost32 == NULL:
             raise MemoryError(f"cannot allocate a cache of {capacity} slots")
         self.pf_base = <const char*>self.next_acc
         self.pf_stride = sizeof(int64_t)
 
     def __dealloc__(self):
         free(self.next_acc)
-        free(self.cost)
+        free(self.cost32)
+        free(self.cost64)
+
+    cdef inline int64_t _cost(self, int64_t slot) noexcept nogil:
+        if self.cost64 != NULL:
+            return self.cost64[slot]
+        return self.cost32[slot]
+
+    cdef inline void _set_cost(self, int64_t slot, int64_t c) noexcept nogil:
+        if c < 1:
+            c = 1
+        if self.cost64 != NULL:
+            self.cost64[slot] = c
+        elif c <= INT32_MAX:
+            self.cost32[slot] = <int32_t>c
+        else:
+            self._widen()
+            if self.cost64 != NULL:
+                self.cost64[slot] = c
+            else:
+                self.cost32[slot] = INT32_MAX
+
+    cdef void _widen(self) noexcept nogil:
+        """Move the costs to 64 bits (once).  NOTE: if that allocation fails the costs saturate
+        at INT32_MAX instead (nothing here may raise)."""
+        cdef int64_t i
+        cdef int64_t* c64 = <int64_t*>malloc(max(self.capacity, 1) * sizeof(int64_t))
+        if c64 == NULL:
+            return
+        for i in range(self.capacity):
+            c64[i] = self.cost32[i]
+        self.cost64 = c64
+        free(self.cost32)
+        self.cost32 = NULL
+
+    def cost_bits(self) -> int:
+        """32 or 64: the width the costs are kept in (tests)."""
+        return 64 if self.cost64 != NULL else 32
 
     cdef double _score(self, int64_t slot, int64_t now) noexcept nogil:
         # NOTE: SampledPolicy evicts the lowest score, so this is the negated BeladyCompute score
         # (negation is exact, so the order and the ties are those of the original).
         cdef int64_t nxt = self.next_acc[slot]
-        cdef int64_t c = self.cost[slot]
+        cdef int64_t c = self._cost(slot)
         if nxt < 0:
             return -INFINITY
         if nxt <= now:
@@ -81,7 +122,7 @@ cdef class BeladyCompute(SampledPolicy):
             elif nxt <= now:
                 sc = DBL_MAX / 2
             else:
-                c = self.cost[s]
+                c = self._cost(s)
                 if c < 1:
                     c = 1
                 if m == b:
@@ -101,12 +142,12 @@ cdef class BeladyCompute(SampledPolicy):
 
     cdef void hit(self, int64_t slot, const Access* acc) noexcept nogil:
         self.next_acc[slot] = acc.next_access
-        self.cost[slot] = acc.cost
+        self._set_cost(slot, acc.cost)
 
     cdef int64_t insert(self, const Access* acc) noexcept nogil:
         cdef int64_t slot = self._take_slot(acc.block_id)
         self.next_acc[slot] = acc.next_access
-        self.cost[slot] = acc.cost
+        self._set_cost(slot, acc.cost)
         dense_add(&self.dense, slot)
         return slot
 

@@ -119,6 +119,7 @@ cdef class SampledPolicy(Policy):
     cdef double* best_score
     cdef const char* pf_base    # prefetched at pf_base + slot * pf_stride per draw (NULL: none)
     cdef int64_t pf_stride
+    cdef int64_t pf_end         # > 0: also prefetch that many bytes further (a straddling record)
 
     cdef double _score(self, int64_t slot, int64_t now) noexcept nogil
     cdef int64_t _draw_slots(self) noexcept nogil
@@ -128,15 +129,17 @@ cdef class SampledPolicy(Policy):
 
 
 cdef struct RCStat:
+    # NOTE: no cost field: nothing reads it but ``num`` (the touch sets num = cost * freq with
+    # the access's own cost), so 24 B a slot instead of 32.  A draw reads ``last`` and ``num``,
+    # the first 16 bytes, prefetched at both ends.
     int64_t last                # stamp of the last access
     double num                  # <double>cost * freq, the score's numerator, kept up to date
     double freq                 # decayed access count
-    int64_t cost                # llround cost of the last access
 
 
 cdef class RandomCompute(SampledPolicy):
     cdef bint per_request       # stamp = the request's req_vtime (True) or the get's vtime
-    cdef RCStat* st             # per slot, 32 B aligned: a draw touches one cache line
+    cdef RCStat* st             # per slot, 24 B (64 B aligned base)
 
     cdef void _init_stats(self, int64_t slot, const Access* acc) noexcept nogil
     cdef void _touch(self, int64_t slot, const Access* acc) noexcept nogil

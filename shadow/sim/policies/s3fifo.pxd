@@ -12,7 +12,7 @@ node); a free node is on the free list (``next`` chain from ``free_head``); ``n_
 Ghost entries are never resident: the base table knows nothing of them.
 """
 
-from libc.stdint cimport int64_t, int32_t, uint8_t
+from libc.stdint cimport int64_t, int32_t, uint8_t, uint16_t
 
 from shadow.sim.idtable cimport (SlotMap, slotmap_get, slotmap_put, slotmap_del, slotmap_prefetch,
                                  SHADOW_PREFETCH)
@@ -127,7 +127,7 @@ cdef inline void prefetch_leaving(const SlotMap* table, const int64_t* slot_ids,
         slotmap_prefetch(&g.map, block_id)
 
 
-cdef inline int32_t dl_first_unpinned(const DList* d, const int32_t* pins) noexcept nogil:
+cdef inline int32_t dl_first_unpinned(const DList* d, const uint16_t* pins) noexcept nogil:
     """The slot nearest ``d``'s tail with no pin, or -1."""
     cdef int32_t s = d.tail
     while s >= 0 and pins[s] > 0:
