@@ -206,7 +206,7 @@ def _engine_prompts(n_requests: int, seed0: int = 900) -> list[list[int]]:
 MARK = "SHADOWBENCH "
 
 
-def engine_server(label: str, n_requests: int) -> None:
+def engine_server(label: str, n_requests: int, on_extra: dict | None = None) -> None:
     """A persistent in-process engine, with (``on``) or without (``off``) the connector (default
     policies x capacities): reads prompt indices on stdin, answers each request's latency."""
     from vllm import SamplingParams, TokensPrompt
@@ -215,7 +215,7 @@ def engine_server(label: str, n_requests: int) -> None:
     sp = SamplingParams(max_tokens=8, ignore_eos=True, temperature=0.0)
     kw = dict(num_gpu_blocks_override=256, max_model_len=1024)
     if label == "on":
-        kw["kv_transfer_config"] = _shadow_ktc({"engine_id": "latency"})
+        kw["kv_transfer_config"] = _shadow_ktc({"engine_id": "latency", **(on_extra or {})})
     with inprocess_llm(tiny_model_path(), **kw) as llm:
         warm = _engine_prompts(3, seed0=5000)
         for p in warm:  # warm-up on prompts of the same shape, not the measured ones
@@ -232,13 +232,13 @@ def engine_server(label: str, n_requests: int) -> None:
 
 
 class _Engine:
-    def __init__(self, label: str, n_requests: int, log) -> None:
+    def __init__(self, label: str, n_requests: int, log, on_extra: str = "{}") -> None:
         import subprocess
 
         self.label = label
         self.proc = subprocess.Popen(
             [sys.executable, __file__, "--engine-server", label.split("-")[0],
-             "--requests", str(n_requests)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+             "--requests", str(n_requests), "--on-extra", on_extra], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=log, text=True, cwd=ROOT, start_new_session=True)
 
     def read(self) -> dict:
@@ -282,7 +282,7 @@ def _p90(xs: list[float]) -> float:
     return _pct(xs, 0.9)
 
 
-def bench_engine(n_requests: int, passes: int = 2) -> dict:
+def bench_engine(n_requests: int, passes: int = 2, on_extra: str = "{}") -> dict:
     """Interleaved A/B with an A/A control: three engines alive at once, ``off-1``, ``on`` and
     ``off-2`` (same model, settings and prompts), each request sent to each engine in turn
     (the order rotated per request), one request running at a time; ``passes`` passes over the
@@ -291,7 +291,7 @@ def bench_engine(n_requests: int, passes: int = 2) -> dict:
 
     labels = ("off-1", "on", "off-2")
     log = tempfile.TemporaryFile(mode="w+")
-    engines = [_Engine(lb, n_requests, log) for lb in labels]
+    engines = [_Engine(lb, n_requests, log, on_extra) for lb in labels]
     lat: dict[str, list[float]] = {lb: [] for lb in labels}
     cached: dict[str, list[int]] = {lb: [] for lb in labels}
     t0 = time.monotonic()
@@ -324,6 +324,7 @@ def bench_engine(n_requests: int, passes: int = 2) -> dict:
     med = statistics.median
     on2 = lat["on"] + lat["on"]  # paired with off-1 then off-2 for the bootstrap
     res = {"engines": per, "requests": n_requests * passes, "passes": passes,
+           "on_extra_config": json.loads(on_extra),
            "start_s": round(start_s, 1),
            "on_over_off_median": round(med(lat["on"]) / med(off), 4),
            "on_over_off_median_ci90": _ratio_ci(on2, off, med),
@@ -404,10 +405,13 @@ def main() -> None:
     ap.add_argument("--only", choices=["hooks", "worker", "engine", "concurrency"], default=None)
     ap.add_argument("--engine-server", choices=["on", "off"], default=None, help=argparse.SUPPRESS)
     ap.add_argument("--requests", type=int, default=60, help=argparse.SUPPRESS)
+    ap.add_argument("--on-extra", default="{}", metavar="JSON",
+                    help="engine bench: kv_connector_extra_config entries for the 'on' engine "
+                         "(e.g. '{\"worker_nice\": 0}')")
     a = ap.parse_args()
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     if a.engine_server:
-        engine_server(a.engine_server, a.requests)
+        engine_server(a.engine_server, a.requests, json.loads(a.on_extra))
         return
     res: dict = {}
     if a.only in (None, "worker"):
@@ -417,7 +421,7 @@ def main() -> None:
     if a.only in (None, "concurrency"):
         res["concurrency"] = [bench_concurrency(b) for b in (1, 4, 8)]
     if a.only in (None, "engine"):
-        res["engine"] = bench_engine(10 if a.quick else 80)
+        res["engine"] = bench_engine(10 if a.quick else 80, on_extra=a.on_extra)
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / "bench_connector.json"
     old = json.loads(path.read_text()) if path.exists() else {}

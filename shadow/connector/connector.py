@@ -42,8 +42,8 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (KVConnectorBase_V
                                                                KVConnectorRole, SupportsHMA)
 
 from shadow.connector.config import ShadowConfig, parse_extra_config
-from shadow.connector.metrics import (ShadowCollector, ShadowPromMetrics, ShadowStats,
-                                      stats_delta, start_endpoint)
+from shadow.connector.metrics import (ENGINE_FIELDS, ShadowCollector, ShadowPromMetrics,
+                                      ShadowStats, rows_delta, start_endpoint)
 from shadow.connector.worker import (ADMIT, PREEMPT, RELEASE, RESET, CACHE_FIELDS, Prediction,
                                      ShadowWorker, partial_tail_blocks)
 from shadow.errors import ShadowError
@@ -111,7 +111,6 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
         self._inflight: dict[str, tuple[Any, int]] = {}
         self._dropped_ids: set[str] = set()
         self._logged: set[str] = set()
-        self._last_payload: dict[str, Any] | None = None
         self._stats_lock = threading.Lock()
         if not self.cfg.enabled:
             logger.info("shadow connector: disabled by configuration (observer only)")
@@ -322,23 +321,31 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
         if not self._shadow_on:
             return None
         try:
-            # NOTE: called every engine step; the worker publishes a new snapshot object only
-            # after a batch, so most steps find nothing new and return before building a payload
+            # NOTE: called every engine step, on the engine's thread; the worker publishes a new
+            # snapshot object only after a batch, so most steps find nothing new and return here
             c = self.counters
             key = (c.observed, c.dropped, c.errors, c.engine_query, c.engine_hit)
             snap = self._worker.snapshot
             if snap is self._last_snap and key == self._last_key:
                 return None
-            self._last_snap, self._last_key = snap, key
-            cur = self.cumulative_payload()
-            delta = stats_delta(cur, self._last_payload)
-            self._last_payload = cur
-            st = ShadowStats(data=delta)
+            # NOTE: the delta is built from the snapshot's rows directly (no cumulative payload
+            # of lists first), and caches whose counters did not move are left out of it
+            prev = self._last_snap
+            rows = rows_delta(snap.cache_keys, snap.caches,
+                              None if prev is None else prev.caches)
+            rec_req, rec_bytes, worker_err = snap.worker
+            e_now = (c.observed, c.dropped, rec_req, rec_bytes, c.errors + worker_err,
+                     c.engine_query, c.engine_hit)
+            e_prev = self._last_e
+            self._last_snap, self._last_key, self._last_e = snap, key, e_now
+            e = dict(zip(ENGINE_FIELDS, [a - b for a, b in zip(e_now, e_prev)]))
+            rec = snap.recording_enabled
             # NOTE: the first payload always goes out, so the gauges appear before traffic
-            if st.is_empty() and self._last_rec_sent == delta["rec"]:
+            if (rec == self._last_rec_sent and e_now == e_prev
+                    and not any(any(r) for r in rows.values())):
                 return None
-            self._last_rec_sent = delta["rec"]
-            return st
+            self._last_rec_sent = rec
+            return ShadowStats(data={"c": rows, "e": e, "rec": rec, "cap": self.cfg.engine_blocks})
         except Exception as exc:  # noqa: BLE001
             self._error("get_kv_connector_stats", exc)
             return None
@@ -346,6 +353,7 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
     _last_rec_sent: int = -1
     _last_snap: Any = None
     _last_key: tuple = ()
+    _last_e: tuple = (0,) * 7
 
     @classmethod
     def build_kv_connector_stats(cls, data: dict[str, Any] | None = None) -> ShadowStats | None:
