@@ -189,3 +189,16 @@ def test_bad_parameters_are_clear_errors():
     for bad in ("n-sample=0", "evict-batch=0", "timestamp=wall", "seed=-1", "nsample=3"):
         with pytest.raises(ShadowError):
             make_policy("random_compute", 8, bad)
+
+
+@pytest.mark.parametrize("name", ["random_compute", "belady_compute", "partial_node_random_compute",
+                                  "partial_node_random_freq"])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(trace=prefix_traces, capacity=st.integers(1, 16))
+def test_costs_past_32_bits_differential(name, trace, capacity):
+    # costs 1e9 + 7e8 p: inside int32 at positions 0 and 1, past it from 2 on, so a policy that
+    # keeps costs in 32 bits widens them mid-run (at the first request of 3 blocks or more)
+    got, want, gc, wc, _, _ = run_batched(name, "", capacity, trace, pin=True,
+                                          cost_model="linear:1000000000,700000000")
+    assert got == want
+    assert gc == wc

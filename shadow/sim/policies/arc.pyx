@@ -16,7 +16,7 @@ Pins: honoured.  The chosen list's first unpinned block from the tail is the vic
 becomes a ghost of that list); a list with only pinned blocks sends the eviction to the other list;
 if neither has one the plain tail is taken.
 
-Memory: base 36 B/slot + lists 8 + list tag 1 B/slot + a ghost pool of C + 16 entries (17 B node +
+Memory: base 26 B/slot + lists 8 + list tag 1 B/slot + a ghost pool of C + 16 entries (17 B node +
 18 B map each; B1 and B2 together hold at most about C ids once the cache is full; the pool grows
 by half when a burst of evictions needs more): about 44 B/slot of ARC's own state.
 """

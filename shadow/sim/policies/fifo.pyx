@@ -2,7 +2,7 @@
 """FIFO: insertion order only; a hit changes nothing; the oldest block is evicted.
 
 Pins: honoured (walk from the oldest towards the newest past pinned blocks; all pinned: the
-oldest).  Memory: base 40 B/slot + list 8 B/slot = 48 B/slot.
+oldest).  Memory: base 26 B/slot + list 8 B/slot = 34 B/slot.
 """
 
 from libc.stdint cimport int64_t, int32_t

@@ -12,7 +12,7 @@ Pins: honoured.  The victim is the lowest-priority unpinned block (found by walk
 region at the top of the heap); if every block is pinned the plain minimum is taken.  ``L``
 becomes the victim's priority.
 
-Memory: base 36 B/slot + heap entry 24 (priority, stamp, slot) + position 4 + freq 4 = 32 B/slot
+Memory: base 26 B/slot + heap entry 24 (priority, stamp, slot) + position 4 + freq 4 = 32 B/slot
 of GDSF's own state, plus a 4 B/slot scratch stack for the pinned walk: 36 B/slot.
 """
 

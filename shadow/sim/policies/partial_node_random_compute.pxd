@@ -16,7 +16,7 @@ invariants) and then keeps its own per-node arrays, indexed by node id ``0 .. ca
 ``_score_cands`` is replaced outright.
 """
 
-from libc.stdint cimport int64_t, int32_t, uint64_t
+from libc.stdint cimport int64_t, int32_t, uint64_t, INT32_MIN, INT32_MAX
 
 from shadow.sim.policy cimport Policy, Access, RequestCtx
 from shadow.sim.policies.random_compute cimport Dense
@@ -37,7 +37,10 @@ cdef class PartialNodeRandomCompute(Policy):
     cdef int32_t* s_up             # per slot: the next shallower slot of its node, -1 at the head
     cdef int32_t* s_down           # per slot: the next deeper slot of its node, -1 at the tail
     cdef int32_t* s_pos
-    cdef int64_t* s_cost
+    # NOTE: the llround cost in 32 bits (4 B/slot saved); the first cost outside int32 moves all
+    # of them to ``s_cost64`` for good, so every score sees the exact cost.
+    cdef int32_t* s_cost32         # per slot: the cost of its last access, while all fit 32 bits
+    cdef int64_t* s_cost64         # NULL until a cost outside int32 arrives; then the only one
     cdef int32_t* n_tail           # per node: its deepest resident slot
     cdef int64_t* n_stamp
     cdef int64_t* n_mark
@@ -51,6 +54,20 @@ cdef class PartialNodeRandomCompute(Policy):
     cdef double* cand_score
     cdef bint forced               # the last sample had only pinned tails (best effort)
 
+    cdef inline int64_t _cost(self, int64_t slot) noexcept nogil:
+        if self.s_cost64 != NULL:
+            return self.s_cost64[slot]
+        return self.s_cost32[slot]
+
+    cdef inline void _set_cost(self, int64_t slot, int64_t c) noexcept nogil:
+        if self.s_cost64 != NULL:
+            self.s_cost64[slot] = c
+        elif INT32_MIN <= c <= INT32_MAX:
+            self.s_cost32[slot] = <int32_t>c
+        else:
+            self._widen_cost(slot, c)
+
+    cdef void _widen_cost(self, int64_t slot, int64_t c) noexcept nogil
     cdef int32_t _new_node(self, int32_t tail, int64_t stamp, int32_t parent) noexcept nogil
     cdef void _touch(self, int32_t nd, int64_t req_vtime) noexcept nogil
     cdef void _score_cands(self, int64_t nc, int64_t now) noexcept nogil

@@ -22,15 +22,15 @@ Pins: honoured.  A node whose tail is pinned is not a candidate (draws on it are
 trimming stops at a pinned block; best effort (one block from a pinned tail) only when every
 node's tail is pinned.
 
-Memory: base 40 B/slot + per slot (node, up, down, position, cost) 24 + per node (tail, stamp,
-mark, deepest, sampling set) 32 = 96 B/slot.
+Memory: base 26 B/slot + per slot (node, up, down, position, cost) 20 + per node (tail, stamp,
+mark, deepest, sampling set) 32 = 78 B/slot (the cost in 32 bits until one does not fit).
 
 The class is declared in ``partial_node_random_compute.pxd``; a variant subclasses it and
 overrides only the hooks listed there (``_score_cands``, ``_new_node``, ``_touch``), as
 ``partial_node_random_freq`` does.
 """
 
-from libc.stdint cimport int64_t, int32_t, uint64_t
+from libc.stdint cimport int64_t, int32_t, uint64_t, INT32_MIN, INT32_MAX
 from libc.stdlib cimport malloc, realloc, free
 
 from shadow.errors import ShadowError
@@ -63,7 +63,8 @@ cdef class PartialNodeRandomCompute(Policy):
         self.s_up = <int32_t*>malloc(capacity * sizeof(int32_t))
         self.s_down = <int32_t*>malloc(capacity * sizeof(int32_t))
         self.s_pos = <int32_t*>malloc(capacity * sizeof(int32_t))
-        self.s_cost = <int64_t*>malloc(capacity * sizeof(int64_t))
+        self.s_cost32 = <int32_t*>malloc(capacity * sizeof(int32_t))
+        self.s_cost64 = NULL
         self.n_tail = <int32_t*>malloc(capacity * sizeof(int32_t))
         self.n_stamp = <int64_t*>malloc(capacity * sizeof(int64_t))
         self.n_mark = <int64_t*>malloc(capacity * sizeof(int64_t))
@@ -73,7 +74,7 @@ cdef class PartialNodeRandomCompute(Policy):
         self.touched = NULL
         self.touched_cap = 0
         if (self.s_node == NULL or self.s_up == NULL or self.s_down == NULL or self.s_pos == NULL
-                or self.s_cost == NULL or self.n_tail == NULL or self.n_stamp == NULL
+                or self.s_cost32 == NULL or self.n_tail == NULL or self.n_stamp == NULL
                 or self.n_mark == NULL or self.n_deep == NULL or self.cand == NULL
                 or self.cand_score == NULL):
             raise MemoryError(f"cannot allocate a cache of {capacity} slots")
@@ -92,7 +93,8 @@ cdef class PartialNodeRandomCompute(Policy):
         free(self.s_up)
         free(self.s_down)
         free(self.s_pos)
-        free(self.s_cost)
+        free(self.s_cost32)
+        free(self.s_cost64)
         free(self.n_tail)
         free(self.n_stamp)
         free(self.n_mark)
@@ -118,13 +120,32 @@ cdef class PartialNodeRandomCompute(Policy):
         """The arriving request's path runs through ``nd`` (after any split): stamp it."""
         self.n_stamp[nd] = req_vtime
 
+    cdef void _widen_cost(self, int64_t slot, int64_t c) noexcept nogil:
+        """Move the costs to 64 bits (once) and store ``c``.  NOTE: if that allocation fails
+        the cost saturates to int32 instead (nothing here may raise)."""
+        cdef int64_t i
+        cdef int64_t* c64 = <int64_t*>malloc(max(self.capacity, 1) * sizeof(int64_t))
+        if c64 == NULL:
+            self.s_cost32[slot] = INT32_MAX if c > 0 else INT32_MIN
+            return
+        for i in range(self.capacity):
+            c64[i] = self.s_cost32[i]
+        free(self.s_cost32)
+        self.s_cost32 = NULL
+        self.s_cost64 = c64
+        c64[slot] = c
+
+    def cost_bits(self) -> int:
+        """32 or 64: the width the costs are kept in (tests)."""
+        return 64 if self.s_cost64 != NULL else 32
+
     cdef void _score_cands(self, int64_t nc, int64_t now) noexcept nogil:
         """``cand_score[i] = cost(tail) / age`` for the ``nc`` drawn nodes ``cand[i]``."""
         cdef int64_t i
         cdef int32_t nd
         for i in range(nc):
             nd = self.cand[i]
-            self.cand_score[i] = (<double>self.s_cost[self.n_tail[nd]]
+            self.cand_score[i] = (<double>self._cost(self.n_tail[nd])
                                   / <double>node_age(now, self.n_stamp[nd]))
 
     # ---- the interface ----
@@ -169,7 +190,7 @@ cdef class PartialNodeRandomCompute(Policy):
             self._touch(<int32_t>nd, ctx.req_vtime)
 
     cdef void hit(self, int64_t slot, const Access* acc) noexcept nogil:
-        self.s_cost[slot] = acc.cost
+        self._set_cost(slot, acc.cost)
 
     cdef int64_t insert(self, const Access* acc) noexcept nogil:
         cdef int64_t slot = self._take_slot(acc.block_id)
@@ -177,7 +198,7 @@ cdef class PartialNodeRandomCompute(Policy):
         cdef int32_t nd
         cdef bint joined = False
         self.s_pos[slot] = <int32_t>acc.position
-        self.s_cost[slot] = acc.cost
+        self._set_cost(slot, acc.cost)
         if (self.last_mark == self.mark and prev >= 0 and self.slot_ids[prev] == self.last_id):
             if acc.position == self.last_pos - 1 and self.s_up[prev] < 0:
                 # deepest-first replay: the new block goes above the previous insert

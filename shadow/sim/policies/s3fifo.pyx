@@ -18,7 +18,7 @@ Pins: honoured.  A pinned block is still promoted/reinserted as it would be unpi
 the victim while an unpinned candidate exists: the walk passes it; a queue with only pinned
 candidates sends the eviction to the other queue; only if both have none is the plain tail taken.
 
-Memory: base 36 B/slot + lists 8 + freq/queue 2 B/slot + ghost (17 B node + 24 B map per ghost
+Memory: base 26 B/slot + lists 8 + freq/queue 2 B/slot + ghost (17 B node + 24 B map per ghost
 entry, ``ghost-size-ratio`` of C): about 47 B/slot of S3FIFO's own state at the defaults.
 """
 
