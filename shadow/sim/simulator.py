@@ -251,8 +251,9 @@ class LiveBatch:
               timestamp_s: float = -1.0, next_access: Iterable[int] | None = None) -> Admission:
         """Queue an admission (see :meth:`Simulator.admit`); its results appear once served."""
         ids = block_ids if type(block_ids) is list else [int(x) for x in block_ids]
-        if 0 in ids:
-            raise ShadowError("block id 0 is reserved")
+        if ids and min(ids) < 1:
+            # NOTE: ids start at 1: 0 is the empty mark, the bottom of int64 marks free slots
+            raise ShadowError(f"block id {min(ids)} in an admission (block ids start at 1)")
         B = len(ids)
         nm = B if n_match is None else max(0, min(int(n_match), B))
         n_anon = max(0, int(n_anonymous))

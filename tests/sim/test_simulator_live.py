@@ -168,3 +168,11 @@ def test_cache_run_live_batch_per_cache_equals_serve_live():
     with pytest.raises(ValueError, match="inconsistent"):
         b.runs[0].live_batch(0, ev, np.zeros(2, dtype=np.int64), ids, np.full(len(ids), -1),
                              np.array(lb2.ts), b._cost_exact, b._cost_int, out_i, out_f, 0)
+
+
+@pytest.mark.parametrize("bad", [0, -1, -(2 ** 63)])
+def test_admission_of_a_block_id_below_1_is_refused(bad):
+    sim = Simulator([CacheSpec("lru", 8)])
+    with pytest.raises(ShadowError, match=rf"block id {bad} in an admission \(block ids start at 1\)"):
+        sim.admit([3, bad, 4])
+    assert sim.results()[0].n_req == 0
