@@ -402,7 +402,8 @@ def bench_concurrency(batch: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer requests (a smoke run)")
-    ap.add_argument("--only", choices=["hooks", "worker", "engine", "concurrency"], default=None)
+    ap.add_argument("--only", default=None, metavar="PARTS",
+                    help="comma-separated: hooks, worker, engine, concurrency (default: all)")
     ap.add_argument("--engine-server", choices=["on", "off"], default=None, help=argparse.SUPPRESS)
     ap.add_argument("--requests", type=int, default=60, help=argparse.SUPPRESS)
     ap.add_argument("--on-extra", default="{}", metavar="JSON",
@@ -413,14 +414,18 @@ def main() -> None:
     if a.engine_server:
         engine_server(a.engine_server, a.requests, json.loads(a.on_extra))
         return
+    parts = {"hooks", "worker", "engine", "concurrency"}
+    only = parts if a.only is None else set(a.only.split(","))
+    if not only <= parts:
+        ap.error(f"--only: unknown part(s) {','.join(sorted(only - parts))}")
     res: dict = {}
-    if a.only in (None, "worker"):
+    if "worker" in only:
         res["worker"] = bench_worker(1000 if a.quick else 4000)
-    if a.only in (None, "hooks"):
+    if "hooks" in only:
         res["hooks"] = bench_hooks(100 if a.quick else 400)
-    if a.only in (None, "concurrency"):
+    if "concurrency" in only:
         res["concurrency"] = [bench_concurrency(b) for b in (1, 4, 8)]
-    if a.only in (None, "engine"):
+    if "engine" in only:
         res["engine"] = bench_engine(10 if a.quick else 80, on_extra=a.on_extra)
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / "bench_connector.json"

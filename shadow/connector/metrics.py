@@ -15,6 +15,9 @@ Stats payload (``ShadowStats.data``, plain JSON-able types so it survives vLLM's
 
     {"c": {"<policy label>|<capacity>": [12 numbers in CACHE_FIELDS order]},
      "e": {"observed_requests": n, ...},  "rec": 1 | 0, "cap": engine blocks}
+
+An engine's first payload names every cache; later ones only the caches whose counters moved
+(:func:`rows_delta`).
 """
 
 from __future__ import annotations
