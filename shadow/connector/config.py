@@ -68,7 +68,7 @@ class ShadowConfig:
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
     queue_size: int = 8192
-    worker_nice: int = 10
+    worker_nice: int = 0
     id_horizon_s: float = 600.0
     prediction_log_size: int = 1024
     engine_id: str = "0"
@@ -297,7 +297,7 @@ def parse_extra_config(extra: dict[str, Any] | None, *, block_size: int, engine_
         metrics_port=metrics_port,
         metrics_host=metrics_host,
         queue_size=_int(extra.get("queue_size", 8192), "queue_size", lo=1, hi=1 << 24),
-        worker_nice=_int(extra.get("worker_nice", 10), "worker_nice", lo=0, hi=19),
+        worker_nice=_int(extra.get("worker_nice", 0), "worker_nice", lo=0, hi=19),
         id_horizon_s=_float(extra.get("id_horizon_s", 600.0), "id_horizon_s", positive=True),
         prediction_log_size=_int(extra.get("prediction_log_size", 1024), "prediction_log_size",
                                  lo=0, hi=1 << 24),

@@ -125,6 +125,9 @@ def lower_thread_priority(increment: int) -> None:
     over; when it falls behind, the bounded queue drops work and counts it (visible in
     ``shadow_dropped_requests_total``) instead of taking CPU from the engine.  Raising nice needs
     no privilege; where it is not possible the worker simply runs at normal priority.
+    NOTE: off by default (``worker_nice`` 0): the worker shares the GIL with the engine's thread,
+    and a nicer worker descheduled while it holds the GIL stalls the engine (priority inversion;
+    +4 ms per request at +10 in the engine A/B, none at 0: docs/performance.md).
     """
     if increment <= 0 or not hasattr(os, "setpriority"):
         return
