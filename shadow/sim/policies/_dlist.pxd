@@ -6,7 +6,7 @@ a slot not on the list has ``prev == next == -1`` and is neither head nor tail (
 only element).  8 bytes per slot.  Shared by lru, fifo, clock, sieve, vllm (and free to reuse).
 """
 
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport int32_t, int64_t, uint16_t
 
 cdef struct DList:
     int32_t* prev     # towards the head
@@ -61,3 +61,15 @@ cdef inline void dl_move_head(DList* d, int64_t s) noexcept nogil:
 
 cdef int dl_init(DList* d, int64_t capacity) except -1
 cdef void dl_free(DList* d) noexcept nogil
+
+
+cdef inline int32_t dl_unpinned_tail(const DList* d, const uint16_t* pins) noexcept nogil:
+    """The slot nearest the tail whose pin count is 0; the tail itself if every slot is pinned.
+
+    NOTE: pinned blocks belong to requests being served (an engine's reference counts keep them);
+    when all are pinned the plain tail is the best-effort victim.  -1 only for an empty list.
+    """
+    cdef int32_t s = d.tail
+    while s >= 0 and pins[s] > 0:
+        s = d.prev[s]
+    return s if s >= 0 else d.tail

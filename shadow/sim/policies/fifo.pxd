@@ -5,7 +5,7 @@ from libc.stdint cimport int64_t, int32_t
 
 from shadow.sim.policy cimport Policy
 from shadow.sim.idtable cimport SHADOW_PREFETCH
-from shadow.sim.policies._dlist cimport DList, dl_push_head, dl_unlink
+from shadow.sim.policies._dlist cimport DList, dl_push_head, dl_unlink, dl_unpinned_tail
 
 
 cdef class FIFO(Policy):
@@ -21,10 +21,7 @@ cdef class FIFO(Policy):
         cdef int64_t victim
         if s < 0:
             return 0
-        while s >= 0 and self.pins[s] > 0:
-            s = self.q.prev[s]
-        if s < 0:
-            s = self.q.tail
+        s = dl_unpinned_tail(&self.q, self.pins)
         dl_unlink(&self.q, s)
         victim = self._drop_slot(s)
         # NOTE: as in LRU: the next victim is (almost always) the new tail.

@@ -10,7 +10,7 @@ from libc.stdint cimport int64_t, int32_t
 
 from shadow.sim.policy cimport Policy
 from shadow.sim.idtable cimport SHADOW_PREFETCH
-from shadow.sim.policies._dlist cimport DList, dl_push_head, dl_unlink, dl_move_head
+from shadow.sim.policies._dlist cimport DList, dl_push_head, dl_unlink, dl_unpinned_tail, dl_move_head
 
 
 cdef class LRU(Policy):
@@ -31,10 +31,7 @@ cdef class LRU(Policy):
             return 0
         # NOTE: pinned blocks belong to the request being served; skipping them is what a
         # real engine's reference counts do.  All pinned: fall back to the plain tail.
-        while s >= 0 and self.pins[s] > 0:
-            s = self.q.prev[s]
-        if s < 0:
-            s = self.q.tail
+        s = dl_unpinned_tail(&self.q, self.pins)
         dl_unlink(&self.q, s)
         victim = self._drop_slot(s)
         # NOTE: the next victim is (almost always) the new tail: start loading its slot data now,

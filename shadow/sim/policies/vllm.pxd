@@ -4,7 +4,7 @@
 from libc.stdint cimport int64_t, int32_t
 
 from shadow.sim.policy cimport Policy
-from shadow.sim.policies._dlist cimport DList, dl_push_head, dl_unlink
+from shadow.sim.policies._dlist cimport DList, dl_push_head, dl_unlink, dl_unpinned_tail
 
 
 cdef class VLLM(Policy):
@@ -34,10 +34,7 @@ cdef class VLLM(Policy):
         cdef int32_t s = self.q.tail
         if s < 0:
             return 0
-        while s >= 0 and self.pins[s] > 0:
-            s = self.q.prev[s]
-        if s < 0:
-            s = self.q.tail
+        s = dl_unpinned_tail(&self.q, self.pins)
         dl_unlink(&self.q, s)
         self.ref[s] = 0
         return self._drop_slot(s)
