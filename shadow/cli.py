@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import sys
 
 import click
@@ -89,6 +90,10 @@ def run_cli(command: click.Command, args: list[str] | None = None, prog: str = "
 
 
 def main(args: list[str] | None = None) -> None:
+    # NOTE: numpy's OpenBLAS starts one worker thread per core at import, and they spin for a while
+    # before sleeping: ~0.1 s of a core per command here, taken from the trace decoder's threads.
+    # Nothing in shadow uses BLAS; a user's own setting wins.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     run_cli(cli, args, "shadow")
 
 

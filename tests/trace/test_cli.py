@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -118,3 +119,22 @@ def test_convert_frame_size(tmp_path, synthetic_jsonl):
     assert (tmp_path / "f0.lcp.zst").read_bytes()[HEADER_FRAME_SIZE:][:4] == ZSTD_MAGIC
     r = shadow("convert", "--frame-size", "lots", str(synthetic_jsonl), str(tmp_path / "x.lcp.zst"))
     _one_line_error(r, "bad frame size 'lots'")
+
+
+def test_openblas_threads_default_and_override():
+    """`shadow` keeps numpy's spinning OpenBLAS workers off the decoder's cores unless told otherwise."""
+    code = ("import os, sys\n"
+            "from shadow.cli import main\n"
+            "try:\n"
+            "    main(['--version'])\n"
+            "except SystemExit:\n"
+            "    pass\n"
+            "print(os.environ.get('OPENBLAS_NUM_THREADS'))\n")
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out[-1] == "1"
+    env["OPENBLAS_NUM_THREADS"] = "3"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out[-1] == "3"
