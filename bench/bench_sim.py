@@ -7,7 +7,8 @@ Measures (writes bench/out/bench_sim.json):
 * loop     the serve loop alone: the whole trace decoded into arrays first, then one cache per
            policy stepped over them (``CacheRun.serve_batch``, best of 2): the simulator's own
            cost per access, without decoding;
-* policy   each policy alone, one cache (default 8k blocks), decode included: block accesses/s;
+* policy   each policy alone, one cache (default 8k blocks; ``--size 8k,128k,512k`` for several:
+           a cache's state leaves the CPU's L2 around 32k blocks), decode included: block accesses/s;
 * many     P policies x 4 sizes in one pass (threads, and one thread) vs one pass each;
 * memory   RSS growth per cache slot of a 1M-slot cache per policy, filled with distinct ids; for
            the policies with ghost lists also after a churn of 4M uniform ids over 4M (most gets
@@ -44,6 +45,13 @@ from shadow.sim import CacheSpec, Simulator  # noqa: E402
 from shadow.sim.simulator import prefetched  # noqa: E402
 from shadow.sim.registry import is_built, list_policies, policy_info  # noqa: E402
 from shadow.trace import convert_file, open_trace  # noqa: E402
+
+
+def parse_size(text: str) -> int:
+    """``8192``, ``8k``, ``1m``: blocks (k/m are x1024, as ``shadow simulate --cache-size``)."""
+    text = text.strip().lower()
+    mult = {"k": 1 << 10, "m": 1 << 20}.get(text[-1:], 1)
+    return int(text[:-1] if mult > 1 else text) * mult
 
 
 def tiled_trace(min_accesses: int) -> Path:
@@ -224,7 +232,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--min-accesses", type=int, default=10_000_000)
     ap.add_argument("--policies", default=None, help="comma list (default: every built policy)")
-    ap.add_argument("--size", type=int, default=8192)
+    ap.add_argument("--size", default="8192",
+                    help="cache size(s) in blocks for the loop and policy sections, comma list, "
+                         "k/m suffixes (x1024)")
     ap.add_argument("--many-sizes", default="2048,8192,32768,131072")
     ap.add_argument("--many-limit", type=int, default=0,
                     help="block accesses for the one-pass-for-many comparison (0: whole trace)")
@@ -232,6 +242,7 @@ def main() -> None:
     ap.add_argument("--skip", default="", help="comma list of sections to skip")
     a = ap.parse_args()
     skip = set(a.skip.split(","))
+    sizes = [parse_size(x) for x in a.size.split(",")]
     OUT.mkdir(parents=True, exist_ok=True)
     path = tiled_trace(a.min_accesses)
     policies = a.policies.split(",") if a.policies else [p for p in list_policies() if is_built(p)]
@@ -244,21 +255,26 @@ def main() -> None:
     if "loop" not in skip:
         arrays = load_arrays(path)
         res["loop"] = {}
-        for p in policies:
-            cpu, n = loop_only(arrays, p, a.size)
-            res["loop"][p] = {"cpu_s": cpu, "per_cpu_s": n / cpu, "vs_decode_cpu": (n / cpu) / dec_cpu}
-            print(f"{p:<28s} {n / cpu / 1e6:8.1f} M accesses/s CPU, loop only (arrays in memory; "
-                  f"{(n / cpu) / dec_cpu:.2f} x decode-only CPU)", flush=True)
+        for size in sizes:
+            res["loop"][size] = {}
+            for p in policies:
+                cpu, n = loop_only(arrays, p, size)
+                res["loop"][size][p] = {"cpu_s": cpu, "per_cpu_s": n / cpu,
+                                        "vs_decode_cpu": (n / cpu) / dec_cpu}
+                print(f"{p:<28s} {size:>8d} {n / cpu / 1e6:8.1f} M accesses/s CPU, loop only "
+                      f"(arrays in memory; {(n / cpu) / dec_cpu:.2f} x decode-only CPU)", flush=True)
         del arrays
     if "policy" not in skip:
         res["policy"] = {}
-        for p in policies:
-            dt, n, cpu = run(path, [CacheSpec(p, a.size)])
-            res["policy"][p] = {"s": dt, "per_s": n / dt, "cpu_s": cpu, "per_cpu_s": n / cpu,
-                                "vs_decode_cpu": (n / cpu) / dec_cpu}
-            print(f"{p:<28s} {n / dt / 1e6:8.1f} M accesses/s end to end wall, "
-                  f"{n / cpu / 1e6:6.1f} M/s CPU ({(n / cpu) / dec_cpu:.2f} x decode-only CPU)",
-                  flush=True)
+        for size in sizes:
+            res["policy"][size] = {}
+            for p in policies:
+                dt, n, cpu = run(path, [CacheSpec(p, size)])
+                res["policy"][size][p] = {"s": dt, "per_s": n / dt, "cpu_s": cpu,
+                                          "per_cpu_s": n / cpu, "vs_decode_cpu": (n / cpu) / dec_cpu}
+                print(f"{p:<28s} {size:>8d} {n / dt / 1e6:8.1f} M accesses/s end to end wall, "
+                      f"{n / cpu / 1e6:6.1f} M/s CPU ({(n / cpu) / dec_cpu:.2f} x decode-only CPU)",
+                      flush=True)
     if "many" not in skip:
         sizes = [int(s) for s in a.many_sizes.split(",")]
         specs = [CacheSpec(p, s) for p in policies for s in sizes]
