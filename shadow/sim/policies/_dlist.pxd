@@ -6,7 +6,9 @@ a slot not on the list has ``prev == next == -1`` and is neither head nor tail (
 only element).  8 bytes per slot.  Shared by lru, fifo, clock, sieve, vllm (and free to reuse).
 """
 
-from libc.stdint cimport int32_t, int64_t, uint16_t
+from libc.stdint cimport int32_t, int64_t, uint16_t, uint32_t
+
+from shadow.sim.idtable cimport SlotMap, slotmap_prefetch, SHADOW_PREFETCH
 
 cdef struct DList:
     int32_t* prev     # towards the head
@@ -73,3 +75,139 @@ cdef inline int32_t dl_unpinned_tail(const DList* d, const uint16_t* pins) noexc
     while s >= 0 and pins[s] > 0:
         s = d.prev[s]
     return s if s >= 0 else d.tail
+
+
+# ---- LRing: an order of slots kept as an append-only ring with lazy deletion ----
+#
+# NOTE: why: at production cache sizes (128k+ slots) a list's state no longer sits in L2, and
+# every list operation is a dependent random read (a hit reads and writes both neighbours; the
+# next victim is ``prev[victim]``).  The ring appends at ``w`` (a hit re-appends: the block's old
+# entry goes stale) and takes victims from ``t`` upwards in order, so the next victims are known
+# many steps ahead and their slot data can be prefetched (:func:`lr_prefetch_ahead`).
+
+cdef enum:
+    LR_NONE = 0xFFFFFFFF      # ``pos`` of a slot that is not on the ring
+    LR_AHEAD_DATA = 32        # entries ahead of ``t`` whose slot data is prefetched
+    LR_AHEAD_TABLE = 12       # entries ahead of ``t`` whose table entry is prefetched
+
+
+cdef struct LRing:
+    uint32_t* r       # slot numbers in order of their last append, oldest first
+    uint32_t* pos     # slot -> index of its live entry in ``r``; LR_NONE when not on the ring
+    int64_t t         # every entry below ``t`` is stale
+    int64_t w         # next entry to append
+    int64_t size      # entries in ``r`` (about 2 * capacity)
+    int64_t n         # live entries (slots on the ring)
+    int64_t pf_data   # entries below this had their slot data prefetched
+    int64_t pf_table  # entries below this had their table entry prefetched
+
+
+# Invariant: entry ``i`` (``t <= i < w``) is live iff ``pos[r[i]] == i``; each slot on the ring has
+# exactly one live entry; live entries in index order are the order oldest -> newest.  Memory:
+# 4 B (``pos``) + about 8 B (``r``) per slot.
+
+cdef int lr_init(LRing* L, int64_t capacity) except -1
+cdef void lr_free(LRing* L) noexcept nogil
+cdef void lr_compact(LRing* L) noexcept nogil
+
+
+cdef inline void lr_append(LRing* L, int64_t s) noexcept nogil:
+    """Put slot ``s`` at the newest end (its old entry, if any, goes stale)."""
+    cdef int64_t w = L.w
+    if w == L.size:
+        lr_compact(L)
+        w = L.w
+    L.r[w] = <uint32_t>s
+    L.pos[s] = <uint32_t>w
+    L.w = w + 1
+
+
+cdef inline void lr_push(LRing* L, int64_t s) noexcept nogil:
+    """Add slot ``s`` (not on the ring) at the newest end."""
+    lr_append(L, s)
+    L.n += 1
+
+
+cdef inline void lr_touch(LRing* L, int64_t s) noexcept nogil:
+    """Move slot ``s`` (on the ring) to the newest end."""
+    # NOTE: already the newest: nothing to do (and no stale entry to make).
+    if L.pos[s] != <uint32_t>(L.w - 1):
+        lr_append(L, s)
+
+
+cdef inline void lr_drop(LRing* L, int64_t s) noexcept nogil:
+    """Take slot ``s`` off the ring (its entry goes stale)."""
+    L.pos[s] = LR_NONE
+    L.n -= 1
+
+
+cdef inline int64_t lr_first(LRing* L) noexcept nogil:
+    """Index of the oldest live entry (stale entries below it are passed for good); -1 if none."""
+    cdef int64_t i = L.t, w = L.w
+    cdef const uint32_t* r = L.r
+    cdef const uint32_t* pos = L.pos
+    while i < w and pos[r[i]] != <uint32_t>i:
+        i += 1
+    L.t = i
+    return i if i < w else -1
+
+
+cdef inline int64_t lr_unpinned_first(LRing* L, const uint16_t* pins) noexcept nogil:
+    """Index of the oldest live entry whose slot has no pin; the oldest live one if every slot is
+    pinned; -1 for an empty ring (the ring form of :func:`dl_unpinned_tail`)."""
+    cdef int64_t first = lr_first(L), i, w = L.w
+    cdef const uint32_t* r = L.r
+    cdef const uint32_t* pos = L.pos
+    cdef uint32_t s
+    if first < 0:
+        return -1
+    if pins[r[first]] == 0:
+        return first
+    i = first + 1
+    while i < w:
+        s = r[i]
+        if pos[s] == <uint32_t>i and pins[s] == 0:
+            return i
+        i += 1
+    return first
+
+
+cdef inline void lr_take(LRing* L, int64_t i) noexcept nogil:
+    """Take the live entry ``i`` off the ring."""
+    L.pos[L.r[i]] = LR_NONE
+    L.n -= 1
+    if i == L.t:
+        L.t = i + 1
+
+
+cdef inline void lr_prefetch_ahead(LRing* L, const int64_t* slot_ids, const uint16_t* pins,
+                                   const SlotMap* table) noexcept nogil:
+    """Prefetch the next victims' data: slot data ``LR_AHEAD_DATA`` entries ahead of ``t``,
+    then (once it has arrived) the table entry of the live ones ``LR_AHEAD_TABLE`` ahead."""
+    cdef int64_t j, end, w = L.w
+    cdef uint32_t s
+    j = L.pf_data
+    if j < L.t:
+        j = L.t
+    end = L.t + LR_AHEAD_DATA
+    if end > w:
+        end = w
+    while j < end:
+        s = L.r[j]
+        SHADOW_PREFETCH(&L.pos[s])
+        SHADOW_PREFETCH(&slot_ids[s])
+        SHADOW_PREFETCH(&pins[s])
+        j += 1
+    L.pf_data = j
+    j = L.pf_table
+    if j < L.t:
+        j = L.t
+    end = L.t + LR_AHEAD_TABLE
+    if end > w:
+        end = w
+    while j < end:
+        s = L.r[j]
+        if L.pos[s] == <uint32_t>j:
+            slotmap_prefetch(table, slot_ids[s])
+        j += 1
+    L.pf_table = j

@@ -3,11 +3,13 @@
 
 from libc.stdlib cimport malloc, free
 
+from shadow.sim.idtable cimport shadow_big_malloc, shadow_big_bytes
+
 
 cdef int dl_init(DList* d, int64_t capacity) except -1:
     cdef int64_t i
-    d.prev = <int32_t*>malloc(capacity * sizeof(int32_t))
-    d.next = <int32_t*>malloc(capacity * sizeof(int32_t))
+    d.prev = <int32_t*>shadow_big_malloc(capacity * sizeof(int32_t))
+    d.next = <int32_t*>shadow_big_malloc(capacity * sizeof(int32_t))
     if d.prev == NULL or d.next == NULL:
         free(d.prev)
         free(d.next)
@@ -26,3 +28,61 @@ cdef void dl_free(DList* d) noexcept nogil:
     free(d.next)
     d.prev = NULL
     d.next = NULL
+
+
+cdef int lr_init(LRing* L, int64_t capacity) except -1:
+    cdef int64_t i, size = 2 * capacity + 16
+    # NOTE: ring indices are uint32 and LR_NONE is taken; a capacity is below 2**31, so a
+    # clamped ring still has more than ``capacity`` spare entries.
+    # NOTE: a ring in huge pages takes the rest of its last page (free entries, no extra memory).
+    size = <int64_t>(shadow_big_bytes(size * sizeof(uint32_t)) // sizeof(uint32_t))
+    if size > <int64_t>0xFFFFFFF0:
+        size = <int64_t>0xFFFFFFF0
+    L.r = <uint32_t*>shadow_big_malloc(size * sizeof(uint32_t))
+    L.pos = <uint32_t*>shadow_big_malloc(capacity * sizeof(uint32_t))
+    if L.r == NULL or L.pos == NULL:
+        free(L.r)
+        free(L.pos)
+        L.r = NULL
+        L.pos = NULL
+        raise MemoryError(f"cannot allocate a ring of {capacity} slots")
+    for i in range(capacity):
+        L.pos[i] = LR_NONE
+    L.t = 0
+    L.w = 0
+    L.size = size
+    L.n = 0
+    L.pf_data = 0
+    L.pf_table = 0
+    return 0
+
+
+cdef void lr_free(LRing* L) noexcept nogil:
+    free(L.r)
+    free(L.pos)
+    L.r = NULL
+    L.pos = NULL
+
+
+cdef void lr_compact(LRing* L) noexcept nogil:
+    """Move the live entries, in order, to the start of the ring (``w`` = ``n`` after).
+
+    NOTE: amortised O(1) per append: at most ``capacity`` entries are live, so a compacted ring
+    has at least ``size - capacity`` (about ``capacity``) free entries again.
+    """
+    cdef int64_t i, k = 0, w = L.w
+    cdef uint32_t* r = L.r
+    cdef uint32_t* pos = L.pos
+    cdef uint32_t s
+    for i in range(L.t, w):
+        if i + 16 < w:
+            SHADOW_PREFETCH(&pos[r[i + 16]])
+        s = r[i]
+        if pos[s] == <uint32_t>i:
+            r[k] = s
+            pos[s] = <uint32_t>k
+            k += 1
+    L.t = 0
+    L.w = k
+    L.pf_data = 0
+    L.pf_table = 0
