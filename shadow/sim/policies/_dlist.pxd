@@ -173,11 +173,28 @@ cdef inline int64_t lr_unpinned_first(LRing* L, const uint16_t* pins) noexcept n
 
 
 cdef inline void lr_take(LRing* L, int64_t i) noexcept nogil:
-    """Take the live entry ``i`` off the ring."""
+    """Take the live entry ``i`` (found by :func:`lr_unpinned_first`) off the ring."""
+    cdef int64_t j, k
+    cdef uint32_t s
     L.pos[L.r[i]] = LR_NONE
     L.n -= 1
     if i == L.t:
         L.t = i + 1
+        return
+    # NOTE: a victim behind pinned entries: the pinned ones (and the stale ones among them) would
+    # be passed again by every later eviction, and the stale ones pile up there (a FIFO's hot old
+    # blocks are pinned by most requests).  Shift the live ones up into the victim's entry and drop
+    # the stale ones, so the next scan passes the pinned entries only, as a list walk does.
+    k = i
+    j = i - 1
+    while j >= L.t:
+        s = L.r[j]
+        if L.pos[s] == <uint32_t>j:
+            L.r[k] = s
+            L.pos[s] = <uint32_t>k
+            k -= 1
+        j -= 1
+    L.t = k + 1
 
 
 cdef inline void lr_prefetch_ahead(LRing* L, const int64_t* slot_ids, const uint16_t* pins,
