@@ -3,7 +3,7 @@
 
 from libc.stdlib cimport malloc, free
 
-from shadow.sim.idtable cimport shadow_big_malloc, shadow_big_bytes
+from shadow.sim.idtable cimport shadow_big_malloc
 
 
 cdef int dl_init(DList* d, int64_t capacity) except -1:
@@ -32,10 +32,17 @@ cdef void dl_free(DList* d) noexcept nogil:
 
 cdef int lr_init(LRing* L, int64_t capacity) except -1:
     cdef int64_t i, size = 2 * capacity + 16
+    cdef int64_t huge = (2 << 20) // sizeof(uint32_t)      # entries in a 2 MiB page
+    # NOTE: a ring in huge pages (see shadow_big_malloc) ends on a 2 MiB boundary: rounded down
+    # while that leaves at least half the capacity spare (an untouched part of a huge page still
+    # costs its memory), else up (the rest of the last page is spare entries).
+    if size >= huge:
+        if size // huge * huge >= capacity + capacity // 2 + 16:
+            size = size // huge * huge
+        else:
+            size = (size + huge - 1) // huge * huge
     # NOTE: ring indices are uint32 and LR_NONE is taken; a capacity is below 2**31, so a
     # clamped ring still has more than ``capacity`` spare entries.
-    # NOTE: a ring in huge pages takes the rest of its last page (free entries, no extra memory).
-    size = <int64_t>(shadow_big_bytes(size * sizeof(uint32_t)) // sizeof(uint32_t))
     if size > <int64_t>0xFFFFFFF0:
         size = <int64_t>0xFFFFFFF0
     L.r = <uint32_t*>shadow_big_malloc(size * sizeof(uint32_t))
