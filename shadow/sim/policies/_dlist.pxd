@@ -152,79 +152,33 @@ cdef inline int64_t lr_first(LRing* L) noexcept nogil:
     return i if i < w else -1
 
 
+cdef int64_t lr_unpinned_scan(LRing* L, const uint16_t* pins, int64_t first) noexcept nogil
+cdef void lr_take_behind(LRing* L, int64_t i) noexcept nogil
+
+
 cdef inline int64_t lr_unpinned_first(LRing* L, const uint16_t* pins) noexcept nogil:
     """Index of the oldest live entry whose slot has no pin; the oldest live one if every slot is
     pinned; -1 for an empty ring (the ring form of :func:`dl_unpinned_tail`)."""
-    cdef int64_t first = lr_first(L), i, w = L.w
-    cdef const uint32_t* r = L.r
-    cdef const uint32_t* pos = L.pos
-    cdef uint32_t s
-    if first < 0:
-        return -1
-    if pins[r[first]] == 0:
+    cdef int64_t first = lr_first(L)
+    if first < 0 or pins[L.r[first]] == 0:
         return first
-    i = first + 1
-    while i < w:
-        s = r[i]
-        if pos[s] == <uint32_t>i and pins[s] == 0:
-            return i
-        i += 1
-    return first
+    # NOTE: the walk past pinned entries is rare and out of line: these inline helpers are
+    # compiled into every specialisation of the serve loop, and a larger loop body stopped the
+    # compiler from inlining other policies' evictions.
+    return lr_unpinned_scan(L, pins, first)
 
 
 cdef inline void lr_take(LRing* L, int64_t i) noexcept nogil:
     """Take the live entry ``i`` (found by :func:`lr_unpinned_first`) off the ring."""
-    cdef int64_t j, k
-    cdef uint32_t s
-    L.pos[L.r[i]] = LR_NONE
-    L.n -= 1
     if i == L.t:
+        L.pos[L.r[i]] = LR_NONE
+        L.n -= 1
         L.t = i + 1
-        return
-    # NOTE: a victim behind pinned entries: the pinned ones (and the stale ones among them) would
-    # be passed again by every later eviction, and the stale ones pile up there (a FIFO's hot old
-    # blocks are pinned by most requests).  Shift the live ones up into the victim's entry and drop
-    # the stale ones, so the next scan passes the pinned entries only, as a list walk does.
-    k = i
-    j = i - 1
-    while j >= L.t:
-        s = L.r[j]
-        if L.pos[s] == <uint32_t>j:
-            L.r[k] = s
-            L.pos[s] = <uint32_t>k
-            k -= 1
-        j -= 1
-    L.t = k + 1
+    else:
+        lr_take_behind(L, i)
 
 
-cdef inline void lr_prefetch_ahead(LRing* L, const int64_t* slot_ids, const uint16_t* pins,
-                                   const SlotMap* table) noexcept nogil:
-    """Prefetch the next victims' data: slot data ``LR_AHEAD_DATA`` entries ahead of ``t``,
-    then (once it has arrived) the table entry of the live ones ``LR_AHEAD_TABLE`` ahead."""
-    cdef int64_t j, end, w = L.w
-    cdef uint32_t s
-    j = L.pf_data
-    if j < L.t:
-        j = L.t
-    end = L.t + LR_AHEAD_DATA
-    if end > w:
-        end = w
-    while j < end:
-        s = L.r[j]
-        SHADOW_PREFETCH(&L.pos[s])
-        SHADOW_PREFETCH(&slot_ids[s])
-        SHADOW_PREFETCH(&pins[s])
-        j += 1
-    L.pf_data = j
-    j = L.pf_table
-    if j < L.t:
-        j = L.t
-    end = L.t + LR_AHEAD_TABLE
-    if end > w:
-        end = w
-    while j < end:
-        s = L.r[j]
-        if L.pos[s] == <uint32_t>j:
-            slotmap_prefetch(table, slot_ids[s])
-        j += 1
-    L.pf_table = j
+# NOTE: out of line for the same reason as lr_unpinned_scan (a call per eviction is cheap
+# next to the cache misses it saves at large sizes).
+cdef void lr_prefetch_ahead(LRing* L, const int64_t* slot_ids, const uint16_t* pins,
+                            const SlotMap* table) noexcept nogil

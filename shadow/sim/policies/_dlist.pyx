@@ -93,3 +93,74 @@ cdef void lr_compact(LRing* L) noexcept nogil:
     L.w = k
     L.pf_data = 0
     L.pf_table = 0
+
+
+cdef int64_t lr_unpinned_scan(LRing* L, const uint16_t* pins, int64_t first) noexcept nogil:
+    """:func:`lr_unpinned_first` past a pinned oldest entry ``first``."""
+    cdef int64_t i = first + 1, w = L.w
+    cdef const uint32_t* r = L.r
+    cdef const uint32_t* pos = L.pos
+    cdef uint32_t s
+    while i < w:
+        s = r[i]
+        if pos[s] == <uint32_t>i and pins[s] == 0:
+            return i
+        i += 1
+    return first
+
+
+cdef void lr_take_behind(LRing* L, int64_t i) noexcept nogil:
+    """:func:`lr_take` of an entry behind the oldest live one (past pinned entries).
+
+    NOTE: the pinned entries (and the stale ones among them) would be passed again by every
+    later eviction, and the stale ones pile up there (a FIFO's hot old blocks are pinned by most
+    requests).  The live ones are shifted up into the victim's entry and the stale ones dropped,
+    so the next scan passes the pinned entries only, as a list walk does.
+    """
+    cdef int64_t j, k
+    cdef uint32_t s
+    L.pos[L.r[i]] = LR_NONE
+    L.n -= 1
+    k = i
+    j = i - 1
+    while j >= L.t:
+        s = L.r[j]
+        if L.pos[s] == <uint32_t>j:
+            L.r[k] = s
+            L.pos[s] = <uint32_t>k
+            k -= 1
+        j -= 1
+    L.t = k + 1
+
+
+cdef void lr_prefetch_ahead(LRing* L, const int64_t* slot_ids, const uint16_t* pins,
+                            const SlotMap* table) noexcept nogil:
+    """Prefetch the next victims' data: slot data ``LR_AHEAD_DATA`` entries ahead of ``t``,
+    then (once it has arrived) the table entry of the live ones ``LR_AHEAD_TABLE`` ahead."""
+    cdef int64_t j, end, w = L.w
+    cdef uint32_t s
+    j = L.pf_data
+    if j < L.t:
+        j = L.t
+    end = L.t + LR_AHEAD_DATA
+    if end > w:
+        end = w
+    while j < end:
+        s = L.r[j]
+        SHADOW_PREFETCH(&L.pos[s])
+        SHADOW_PREFETCH(&slot_ids[s])
+        SHADOW_PREFETCH(&pins[s])
+        j += 1
+    L.pf_data = j
+    j = L.pf_table
+    if j < L.t:
+        j = L.t
+    end = L.t + LR_AHEAD_TABLE
+    if end > w:
+        end = w
+    while j < end:
+        s = L.r[j]
+        if L.pos[s] == <uint32_t>j:
+            slotmap_prefetch(table, slot_ids[s])
+        j += 1
+    L.pf_table = j
