@@ -100,6 +100,7 @@ cdef struct LRing:
     int64_t n         # live entries (slots on the ring)
     int64_t pf_data   # entries below this had their slot data prefetched
     int64_t pf_table  # entries below this had their table entry prefetched
+    bint ahead        # prefetch the next victims (a cache too large for the L2; see lr_init)
 
 
 # Invariant: entry ``i`` (``t <= i < w``) is live iff ``pos[r[i]] == i``; each slot on the ring has
@@ -182,3 +183,10 @@ cdef inline void lr_take(LRing* L, int64_t i) noexcept nogil:
 # next to the cache misses it saves at large sizes).
 cdef void lr_prefetch_ahead(LRing* L, const int64_t* slot_ids, const uint16_t* pins,
                             const SlotMap* table) noexcept nogil
+
+
+cdef inline void lr_maybe_prefetch_ahead(LRing* L, const int64_t* slot_ids, const uint16_t* pins,
+                                         const SlotMap* table) noexcept nogil:
+    """:func:`lr_prefetch_ahead` for a large ring (``ahead``); nothing for a small one."""
+    if L.ahead:
+        lr_prefetch_ahead(L, slot_ids, pins, table)

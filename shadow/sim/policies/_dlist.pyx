@@ -61,6 +61,9 @@ cdef int lr_init(LRing* L, int64_t capacity) except -1:
     L.n = 0
     L.pf_data = 0
     L.pf_table = 0
+    # NOTE: a small cache's state stays in the L2 (8k slots: ~300 KB), where the prefetches
+    # only cost time; from 32k slots (~1.2 MB) on they pay.
+    L.ahead = capacity >= 32768
     return 0
 
 

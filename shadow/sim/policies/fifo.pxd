@@ -4,7 +4,8 @@
 from libc.stdint cimport int64_t, int32_t
 
 from shadow.sim.policy cimport Policy
-from shadow.sim.policies._dlist cimport LRing, lr_push, lr_unpinned_first, lr_take, lr_prefetch_ahead
+from shadow.sim.policies._dlist cimport (LRing, lr_push, lr_unpinned_first, lr_take,
+                                         lr_maybe_prefetch_ahead)
 
 
 cdef class FIFO(Policy):
@@ -24,5 +25,5 @@ cdef class FIFO(Policy):
         s = self.q.r[i]
         lr_take(&self.q, i)
         # NOTE: the next victims are the next live entries: their data is loaded ahead.
-        lr_prefetch_ahead(&self.q, self.slot_ids, self.pins, &self.table)
+        lr_maybe_prefetch_ahead(&self.q, self.slot_ids, self.pins, &self.table)
         return self._drop_slot(s)

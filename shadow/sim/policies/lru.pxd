@@ -11,7 +11,7 @@ from libc.stdint cimport int64_t, int32_t
 from shadow.sim.policy cimport Policy
 from shadow.sim.idtable cimport SHADOW_PREFETCH
 from shadow.sim.policies._dlist cimport (LRing, lr_push, lr_touch, lr_unpinned_first, lr_take,
-                                         lr_prefetch_ahead)
+                                         lr_maybe_prefetch_ahead)
 
 
 cdef class LRU(Policy):
@@ -40,5 +40,5 @@ cdef class LRU(Policy):
         lr_take(&self.q, i)
         # NOTE: the next victims are the next live entries of the ring: their slot data and
         # table entries are loaded ahead, while the loop does other work.
-        lr_prefetch_ahead(&self.q, self.slot_ids, self.pins, &self.table)
+        lr_maybe_prefetch_ahead(&self.q, self.slot_ids, self.pins, &self.table)
         return self._drop_slot(s)

@@ -5,7 +5,7 @@ from libc.stdint cimport int64_t, int32_t
 
 from shadow.sim.policy cimport Policy
 from shadow.sim.policies._dlist cimport (LRing, LR_NONE, lr_push, lr_drop, lr_unpinned_first,
-                                         lr_take, lr_prefetch_ahead)
+                                         lr_take, lr_maybe_prefetch_ahead)
 
 
 cdef class VLLM(Policy):
@@ -39,6 +39,6 @@ cdef class VLLM(Policy):
             return 0
         s = self.q.r[i]
         lr_take(&self.q, i)
-        lr_prefetch_ahead(&self.q, self.slot_ids, self.pins, &self.table)
+        lr_maybe_prefetch_ahead(&self.q, self.slot_ids, self.pins, &self.table)
         self.ref[s] = 0
         return self._drop_slot(s)
