@@ -29,6 +29,43 @@ cdef extern from *:
     void SHADOW_PREFETCH(const void* p) noexcept nogil
 
 
+# NOTE: why huge pages: a cache of 128k+ slots spreads its per-slot arrays and table over more
+# 4 KiB pages than the TLB covers (~20 MB at 512k slots), so nearly every random access of the
+# serve loop also missed the TLB and walked the page table (prefetches included).  Arrays of
+# 2 MiB or more are therefore allocated 2 MiB-aligned, in whole 2 MiB units, and advised as
+# transparent huge pages (the kernel default here is THP on ``madvise`` only).  They are freed
+# with plain ``free``.
+cdef extern from *:
+    """
+    #include <stdlib.h>
+    #include <string.h>
+    #include <sys/mman.h>
+    #define SHADOW_HUGE ((size_t)2 << 20)
+    static size_t shadow_big_bytes(size_t bytes) {
+        return bytes < SHADOW_HUGE ? bytes : (bytes + SHADOW_HUGE - 1) & ~(SHADOW_HUGE - 1);
+    }
+    static void* shadow_big_malloc(size_t bytes) {
+        size_t rounded = shadow_big_bytes(bytes);
+        void* p;
+        if (rounded < SHADOW_HUGE) return malloc(bytes ? bytes : 1);
+        p = aligned_alloc(SHADOW_HUGE, rounded);
+        if (p != NULL) madvise(p, rounded, MADV_HUGEPAGE);
+        return p;
+    }
+    static void* shadow_big_calloc(size_t n, size_t size) {
+        size_t bytes = n * size;
+        void* p;
+        if (shadow_big_bytes(bytes) < SHADOW_HUGE) return calloc(n ? n : 1, size);
+        p = shadow_big_malloc(bytes);
+        if (p != NULL) memset(p, 0, bytes);
+        return p;
+    }
+    """
+    size_t shadow_big_bytes(size_t nbytes) noexcept nogil
+    void* shadow_big_malloc(size_t nbytes) noexcept nogil
+    void* shadow_big_calloc(size_t n, size_t size) noexcept nogil
+
+
 cdef inline void idmap_prefetch(const IdMap* m, int64_t key) noexcept nogil:
     """Prefetch ``key``'s home entry (keys and values) into the CPU cache."""
     cdef uint64_t i = idmap_home(m, key)

@@ -7,8 +7,8 @@ from libc.string cimport memset
 
 cdef int idmap_init(IdMap* m, int64_t capacity) except -1 nogil:
     cdef uint64_t size = <uint64_t>(2 * capacity if capacity > 8 else 16)
-    m.keys = <int64_t*>calloc(size, sizeof(int64_t))
-    m.vals = <int32_t*>calloc(size, sizeof(int32_t))
+    m.keys = <int64_t*>shadow_big_calloc(size, sizeof(int64_t))
+    m.vals = <int32_t*>shadow_big_calloc(size, sizeof(int32_t))
     m.size = size
     m.n = 0
     if m.keys == NULL or m.vals == NULL:
@@ -37,7 +37,7 @@ cdef int slotmap_alloc(SlotMap* m, int64_t capacity) noexcept nogil:
     # NOTE: the fingerprint has 32 - sbits bits; with at least 2 more than the size needs, homes
     # derived from it alone are spread evenly enough (up to ~16k slots).
     m.fp_home = sbits < 32 and (<uint64_t>1 << (32 - sbits)) >= 4 * size
-    m.e = <uint32_t*>calloc(size, sizeof(uint32_t))
+    m.e = <uint32_t*>shadow_big_calloc(size, sizeof(uint32_t))
     m.size = size
     m.n = 0
     return -1 if m.e == NULL else 0

@@ -4,7 +4,7 @@
 from libc.stdlib cimport malloc, calloc, realloc, free
 from libc.stdint cimport INT64_MIN, uint16_t
 
-from shadow.sim.idtable cimport slotmap_init, slotmap_free
+from shadow.sim.idtable cimport slotmap_init, slotmap_free, shadow_big_malloc, shadow_big_calloc
 
 
 cdef class Policy:
@@ -24,8 +24,8 @@ cdef class Policy:
         self.pin_enabled = True
         self.wants_release = False
         slotmap_init(&self.table, capacity)
-        self.slot_ids = <int64_t*>malloc(capacity * sizeof(int64_t))
-        self.pins = <uint16_t*>calloc(capacity, sizeof(uint16_t))
+        self.slot_ids = <int64_t*>shadow_big_malloc(capacity * sizeof(int64_t))
+        self.pins = <uint16_t*>shadow_big_calloc(capacity, sizeof(uint16_t))
         self.pin_over = NULL
         self.n_pin_over = 0
         self.cap_pin_over = 0

@@ -6,7 +6,9 @@ a slot not on the list has ``prev == next == -1`` and is neither head nor tail (
 only element).  8 bytes per slot.  Shared by lru, fifo, clock, sieve, vllm (and free to reuse).
 """
 
-from libc.stdint cimport int32_t, int64_t, uint16_t
+from libc.stdint cimport int32_t, int64_t, uint16_t, uint32_t
+
+from shadow.sim.idtable cimport SlotMap, slotmap_prefetch, SHADOW_PREFETCH
 
 cdef struct DList:
     int32_t* prev     # towards the head
@@ -73,3 +75,118 @@ cdef inline int32_t dl_unpinned_tail(const DList* d, const uint16_t* pins) noexc
     while s >= 0 and pins[s] > 0:
         s = d.prev[s]
     return s if s >= 0 else d.tail
+
+
+# ---- LRing: an order of slots kept as an append-only ring with lazy deletion ----
+#
+# NOTE: why: at production cache sizes (128k+ slots) a list's state no longer sits in L2, and
+# every list operation is a dependent random read (a hit reads and writes both neighbours; the
+# next victim is ``prev[victim]``).  The ring appends at ``w`` (a hit re-appends: the block's old
+# entry goes stale) and takes victims from ``t`` upwards in order, so the next victims are known
+# many steps ahead and their slot data can be prefetched (:func:`lr_prefetch_ahead`).
+
+cdef enum:
+    LR_NONE = 0xFFFFFFFF      # ``pos`` of a slot that is not on the ring
+    LR_AHEAD_DATA = 32        # entries ahead of ``t`` whose slot data is prefetched
+    LR_AHEAD_TABLE = 12       # entries ahead of ``t`` whose table entry is prefetched
+
+
+cdef struct LRing:
+    uint32_t* r       # slot numbers in order of their last append, oldest first
+    uint32_t* pos     # slot -> index of its live entry in ``r``; LR_NONE when not on the ring
+    int64_t t         # every entry below ``t`` is stale
+    int64_t w         # next entry to append
+    int64_t size      # entries in ``r`` (about 2 * capacity)
+    int64_t n         # live entries (slots on the ring)
+    int64_t pf_data   # entries below this had their slot data prefetched
+    int64_t pf_table  # entries below this had their table entry prefetched
+    bint ahead        # prefetch the next victims (a cache too large for the L2; see lr_init)
+
+
+# Invariant: entry ``i`` (``t <= i < w``) is live iff ``pos[r[i]] == i``; each slot on the ring has
+# exactly one live entry; live entries in index order are the order oldest -> newest.  Memory:
+# 4 B (``pos``) + about 8 B (``r``) per slot.
+
+cdef int lr_init(LRing* L, int64_t capacity) except -1
+cdef void lr_free(LRing* L) noexcept nogil
+cdef void lr_compact(LRing* L) noexcept nogil
+
+
+cdef inline void lr_append(LRing* L, int64_t s) noexcept nogil:
+    """Put slot ``s`` at the newest end (its old entry, if any, goes stale)."""
+    cdef int64_t w = L.w
+    if w == L.size:
+        lr_compact(L)
+        w = L.w
+    L.r[w] = <uint32_t>s
+    L.pos[s] = <uint32_t>w
+    L.w = w + 1
+
+
+cdef inline void lr_push(LRing* L, int64_t s) noexcept nogil:
+    """Add slot ``s`` (not on the ring) at the newest end."""
+    lr_append(L, s)
+    L.n += 1
+
+
+cdef inline void lr_touch(LRing* L, int64_t s) noexcept nogil:
+    """Move slot ``s`` (on the ring) to the newest end."""
+    # NOTE: already the newest: nothing to do (and no stale entry to make).
+    if L.pos[s] != <uint32_t>(L.w - 1):
+        lr_append(L, s)
+
+
+cdef inline void lr_drop(LRing* L, int64_t s) noexcept nogil:
+    """Take slot ``s`` off the ring (its entry goes stale)."""
+    L.pos[s] = LR_NONE
+    L.n -= 1
+
+
+cdef inline int64_t lr_first(LRing* L) noexcept nogil:
+    """Index of the oldest live entry (stale entries below it are passed for good); -1 if none."""
+    cdef int64_t i = L.t, w = L.w
+    cdef const uint32_t* r = L.r
+    cdef const uint32_t* pos = L.pos
+    while i < w and pos[r[i]] != <uint32_t>i:
+        i += 1
+    L.t = i
+    return i if i < w else -1
+
+
+cdef int64_t lr_unpinned_scan(LRing* L, const uint16_t* pins, int64_t first) noexcept nogil
+cdef void lr_take_behind(LRing* L, int64_t i) noexcept nogil
+
+
+cdef inline int64_t lr_unpinned_first(LRing* L, const uint16_t* pins) noexcept nogil:
+    """Index of the oldest live entry whose slot has no pin; the oldest live one if every slot is
+    pinned; -1 for an empty ring (the ring form of :func:`dl_unpinned_tail`)."""
+    cdef int64_t first = lr_first(L)
+    if first < 0 or pins[L.r[first]] == 0:
+        return first
+    # NOTE: the walk past pinned entries is rare and out of line: these inline helpers are
+    # compiled into every specialisation of the serve loop, and a larger loop body stopped the
+    # compiler from inlining other policies' evictions.
+    return lr_unpinned_scan(L, pins, first)
+
+
+cdef inline void lr_take(LRing* L, int64_t i) noexcept nogil:
+    """Take the live entry ``i`` (found by :func:`lr_unpinned_first`) off the ring."""
+    if i == L.t:
+        L.pos[L.r[i]] = LR_NONE
+        L.n -= 1
+        L.t = i + 1
+    else:
+        lr_take_behind(L, i)
+
+
+# NOTE: out of line for the same reason as lr_unpinned_scan (a call per eviction is cheap
+# next to the cache misses it saves at large sizes).
+cdef void lr_prefetch_ahead(LRing* L, const int64_t* slot_ids, const uint16_t* pins,
+                            const SlotMap* table) noexcept nogil
+
+
+cdef inline void lr_maybe_prefetch_ahead(LRing* L, const int64_t* slot_ids, const uint16_t* pins,
+                                         const SlotMap* table) noexcept nogil:
+    """:func:`lr_prefetch_ahead` for a large ring (``ahead``); nothing for a small one."""
+    if L.ahead:
+        lr_prefetch_ahead(L, slot_ids, pins, table)

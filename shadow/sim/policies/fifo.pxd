@@ -4,35 +4,26 @@
 from libc.stdint cimport int64_t, int32_t
 
 from shadow.sim.policy cimport Policy
-from shadow.sim.idtable cimport SHADOW_PREFETCH
-from shadow.sim.policies._dlist cimport DList, dl_push_head, dl_unlink, dl_unpinned_tail
+from shadow.sim.policies._dlist cimport (LRing, lr_push, lr_unpinned_first, lr_take,
+                                         lr_maybe_prefetch_ahead)
 
 
 cdef class FIFO(Policy):
-    cdef DList q
+    cdef LRing q      # insertion order: the oldest live entry is the next victim
 
     cdef inline int64_t fast_insert(self, int64_t block_id) noexcept nogil:
         cdef int64_t slot = self._take_slot(block_id)
-        dl_push_head(&self.q, slot)
+        lr_push(&self.q, slot)
         return slot
 
     cdef inline int64_t fast_evict(self) noexcept nogil:
-        cdef int32_t s = self.q.tail
-        cdef int64_t victim
-        if s < 0:
+        # NOTE: as in LRU: pinned blocks are passed over (left in place); all pinned: the oldest.
+        cdef int64_t i = lr_unpinned_first(&self.q, self.pins)
+        cdef int64_t s
+        if i < 0:
             return 0
-        s = dl_unpinned_tail(&self.q, self.pins)
-        dl_unlink(&self.q, s)
-        victim = self._drop_slot(s)
-        # NOTE: as in LRU: the next victim is (almost always) the new tail.
-        # Two deep: the next victim's table entry (its id was loaded by the previous call's
-        # prefetch) and the slot data of the one after it.
-        s = self.q.tail
-        if s >= 0:
-            self.prefetch(self.slot_ids[s])
-            s = self.q.prev[s]
-            if s >= 0:
-                SHADOW_PREFETCH(&self.slot_ids[s])
-                SHADOW_PREFETCH(&self.pins[s])
-                SHADOW_PREFETCH(&self.q.prev[s])
-        return victim
+        s = self.q.r[i]
+        lr_take(&self.q, i)
+        # NOTE: the next victims are the next live entries: their data is loaded ahead.
+        lr_maybe_prefetch_ahead(&self.q, self.slot_ids, self.pins, &self.table)
+        return self._drop_slot(s)

@@ -3,13 +3,13 @@
 
 Pins: honoured.  Eviction walks from the tail towards the head past pinned slots and takes the
 first unpinned one; if every resident block is pinned it takes the tail (best effort).
-Memory: base 26 B/slot + list 8 B/slot = 34 B/slot.
+Memory: base 26 B/slot + recency ring 12 B/slot (see ``LRing`` in _dlist.pxd) = 38 B/slot.
 """
 
-from libc.stdint cimport int64_t, int32_t
+from libc.stdint cimport int64_t, int32_t, uint32_t
 
 from shadow.sim.policy cimport Policy, Access
-from shadow.sim.policies._dlist cimport DList, dl_init, dl_free, dl_unlink
+from shadow.sim.policies._dlist cimport LRing, lr_init, lr_free, lr_drop
 
 DEFAULTS = ""
 HONOURS_PINS = True
@@ -22,10 +22,10 @@ cdef class LRU(Policy):
     """See the module docstring; the operations are the inline ``fast_*`` methods of lru.pxd."""
 
     def __cinit__(self, int64_t capacity, *args, **kwargs):
-        dl_init(&self.q, capacity)
+        lr_init(&self.q, capacity)
 
     def __dealloc__(self):
-        dl_free(&self.q)
+        lr_free(&self.q)
 
     cdef void hit(self, int64_t slot, const Access* acc) noexcept nogil:
         self.fast_hit(slot)
@@ -37,16 +37,16 @@ cdef class LRU(Policy):
         return self.fast_evict()
 
     cdef void remove(self, int64_t slot) noexcept nogil:
-        dl_unlink(&self.q, slot)
+        lr_drop(&self.q, slot)
         self._drop_slot(slot)
 
     def order(self) -> list[int]:
         """Resident ids from the head (most recent) to the tail (next victim)."""
         out = []
-        cdef int32_t s = self.q.head
-        while s >= 0:
-            out.append(self.slot_ids[s])
-            s = self.q.next[s]
+        cdef int64_t i
+        for i in range(self.q.w - 1, self.q.t - 1, -1):
+            if self.q.pos[self.q.r[i]] == <uint32_t>i:
+                out.append(self.slot_ids[self.q.r[i]])
         return out
 
 

@@ -16,14 +16,16 @@ the first miss and may hold duplicate copies of a hash (see docs/sim.md).
 
 Pins: honoured (skip pinned blocks still in the queue; all pinned: the least recent).  Returns 0
 when the free queue is empty (every resident block is held by a running request).
-Memory: base 40 B/slot + list 8 B/slot + count 4 B/slot = 52 B/slot.
+Memory: base 26 B/slot + free-queue ring 12 B/slot (``LRing``, _dlist.pxd) + count 4 B/slot
+= 42 B/slot.
 """
 
-from libc.stdint cimport int64_t, int32_t
+from libc.stdint cimport int64_t, int32_t, uint32_t
 from libc.stdlib cimport calloc, free
 
 from shadow.sim.policy cimport Policy, Access
-from shadow.sim.policies._dlist cimport DList, dl_init, dl_free, dl_unlink
+from shadow.sim.idtable cimport shadow_big_calloc
+from shadow.sim.policies._dlist cimport LRing, lr_init, lr_free, lr_drop
 
 DEFAULTS = ""
 HONOURS_PINS = True
@@ -36,14 +38,14 @@ cdef class VLLM(Policy):
     """See the module docstring; the operations are the inline ``fast_*`` methods of vllm.pxd."""
 
     def __cinit__(self, int64_t capacity, *args, **kwargs):
-        dl_init(&self.q, capacity)
-        self.ref = <int32_t*>calloc(capacity, sizeof(int32_t))
+        lr_init(&self.q, capacity)
+        self.ref = <int32_t*>shadow_big_calloc(capacity, sizeof(int32_t))
         if self.ref == NULL:
             raise MemoryError()
         self.wants_release = True
 
     def __dealloc__(self):
-        dl_free(&self.q)
+        lr_free(&self.q)
         free(self.ref)
 
     cdef void hit(self, int64_t slot, const Access* acc) noexcept nogil:
@@ -60,17 +62,17 @@ cdef class VLLM(Policy):
 
     cdef void remove(self, int64_t slot) noexcept nogil:
         if self._queued(slot):
-            dl_unlink(&self.q, slot)
+            lr_drop(&self.q, slot)
         self.ref[slot] = 0
         self._drop_slot(slot)
 
     def free_queue(self) -> list[int]:
         """Ids in the free queue from the next victim to the most recently released."""
         out = []
-        cdef int32_t s = self.q.tail
-        while s >= 0:
-            out.append(self.slot_ids[s])
-            s = self.q.prev[s]
+        cdef int64_t i
+        for i in range(self.q.t, self.q.w):
+            if self.q.pos[self.q.r[i]] == <uint32_t>i:
+                out.append(self.slot_ids[self.q.r[i]])
         return out
 
 

@@ -1,0 +1,72 @@
+"""The lazy-deletion ring (``LRing``, _dlist.pxd) under lru and fifo: a long random
+mix of gets, pins, evictions and removes on a small cache (so the ring compacts many times and
+victims are often taken behind pinned blocks), checked step by step against a plain list model."""
+
+import random
+
+import pytest
+
+from shadow.sim.registry import make_policy
+
+
+class ListModel:
+    """Resident ids oldest first (the next victim first); ``touch`` says whether a hit moves."""
+
+    def __init__(self, capacity: int, touch: bool):
+        self.capacity = capacity
+        self.touch = touch
+        self.q: list[int] = []
+        self.pins: dict[int, int] = {}
+
+    def evict(self) -> int:
+        if not self.q:
+            return 0
+        for b in self.q:
+            if self.pins.get(b, 0) == 0:
+                break
+        else:
+            b = self.q[0]
+        self.q.remove(b)
+        self.pins.pop(b, None)
+        return b
+
+    def get(self, b: int) -> bool:
+        if b in self.q:
+            if self.touch:
+                self.q.remove(b)
+                self.q.append(b)
+            return True
+        if len(self.q) >= self.capacity:
+            self.evict()
+        self.q.append(b)
+        return False
+
+
+@pytest.mark.parametrize("name,touch", [("lru", True), ("fifo", False)])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_ring_order_matches_a_list(name: str, touch: bool, seed: int) -> None:
+    rng = random.Random(seed)
+    cap = 7
+    p = make_policy(name, cap)
+    m = ListModel(cap, touch)
+    for step in range(4000):
+        op = rng.random()
+        if op < 0.6:
+            b = rng.randint(1, 12)
+            assert p.py_get(b) == m.get(b), step
+        elif op < 0.75 and m.q:
+            b = rng.choice(m.q)
+            if m.pins.get(b, 0) > 0 and rng.random() < 0.5:
+                p.py_pin(b, -1)
+                m.pins[b] -= 1
+            else:
+                p.py_pin(b)
+                m.pins[b] = m.pins.get(b, 0) + 1
+        elif op < 0.9:
+            assert p.py_evict() == m.evict(), step
+        elif m.q:
+            b = rng.choice(m.q)
+            p.py_remove(b)
+            m.q.remove(b)
+            m.pins.pop(b, None)
+        assert p.order() == m.q[::-1], step
