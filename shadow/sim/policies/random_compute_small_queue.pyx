@@ -31,11 +31,11 @@ the default ratio 0.9.
 from libc.stdint cimport int64_t, int32_t, uint64_t
 
 from shadow.errors import ShadowError
-from shadow.sim.policy cimport Policy, Access
+from shadow.sim.policy cimport Policy, Access, RequestCtx
 from shadow.sim.policies.random_compute cimport RandomCompute, dense_add, dense_del
 from shadow.sim.policies._dlist cimport DList, dl_init, dl_free, dl_push_head, dl_unlink
-from shadow.sim.policies.s3fifo cimport (GhostPool, GhostQ, gp_init, gp_free, gp_find, gq_unlink,
-                                         gq_pop_tail, gq_push_head)
+from shadow.sim.policies._ghost cimport (GhostRing, gr_init, gr_free, gr_find, gr_remove,
+                                         gr_push_bounded, gr_ids, gr_prefetch)
 
 from shadow.sim.policies.random_compute import check_sampling_params
 
@@ -51,8 +51,7 @@ cdef class RandomComputeSmallQueue(RandomCompute):
     ``dense.pos[slot] == -1``) and ``dense`` (main); a ghost id is never resident."""
     cdef DList small
     cdef readonly int64_t small_target
-    cdef GhostPool gpool
-    cdef GhostQ ghost
+    cdef GhostRing ghost
     cdef readonly int64_t ghost_size
 
     def __cinit__(self, int64_t capacity, int64_t n_sample=128, int64_t evict_batch=1,
@@ -61,21 +60,23 @@ cdef class RandomComputeSmallQueue(RandomCompute):
         dl_init(&self.small, capacity)
         self.small_target = <int64_t>(capacity * small_ratio)
         self.ghost_size = <int64_t>(capacity * ghost_ratio)
-        gp_init(&self.gpool, max(self.ghost_size, 1))
-        self.ghost.head = -1
-        self.ghost.tail = -1
-        self.ghost.n = 0
+        gr_init(&self.ghost, self.ghost_size)
 
     def __dealloc__(self):
         dl_free(&self.small)
-        gp_free(&self.gpool)
+        gr_free(&self.ghost)
 
     cdef void _ghost_add(self, int64_t block_id) noexcept nogil:
-        if self.ghost_size <= 0:
-            return
-        while self.ghost.n >= self.ghost_size:
-            gq_pop_tail(&self.gpool, &self.ghost)
-        gq_push_head(&self.gpool, &self.ghost, block_id, 1)
+        gr_push_bounded(&self.ghost, block_id)
+
+    cdef void on_request(self, const RequestCtx* ctx) noexcept nogil:
+        """Prefetch the ghost table entries the request's inserts will probe (its misses)."""
+        cdef int64_t i
+        # NOTE: the serve loop prefetches the resident table only; the ghost probe of each
+        # miss is a cache miss of its own at large sizes unless it is started here.
+        if self.ghost.limit > 0:
+            for i in range(ctx.n_blocks):
+                gr_prefetch(&self.ghost, ctx.block_ids[i])
 
     cdef void hit(self, int64_t slot, const Access* acc) noexcept nogil:
         self._touch(slot, acc)
@@ -84,12 +85,12 @@ cdef class RandomComputeSmallQueue(RandomCompute):
             dense_add(&self.dense, slot)
 
     cdef int64_t insert(self, const Access* acc) noexcept nogil:
-        cdef int32_t node = gp_find(&self.gpool, acc.block_id)
+        cdef int64_t pos = gr_find(&self.ghost, acc.block_id)
         cdef int64_t slot = self._take_slot(acc.block_id)
         self._init_stats(slot, acc)
-        if node >= 0:
+        if pos >= 0:
             # NOTE: back after leaving the small FIFO: reuse proven, admitted to main directly.
-            gq_unlink(&self.gpool, &self.ghost, node)
+            gr_remove(&self.ghost, pos)
             dense_add(&self.dense, slot)
         else:
             dl_push_head(&self.small, slot)
@@ -156,12 +157,7 @@ cdef class RandomComputeSmallQueue(RandomCompute):
 
     def ghost_ids(self) -> list[int]:
         """Ids in the ghost FIFO, newest first (tests)."""
-        out = []
-        cdef int32_t g = self.ghost.head
-        while g >= 0:
-            out.append(self.gpool.ids[g])
-            g = self.gpool.next[g]
-        return out
+        return gr_ids(&self.ghost)
 
 
 def make(capacity: int, params: dict) -> RandomComputeSmallQueue:

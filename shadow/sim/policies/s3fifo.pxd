@@ -18,6 +18,15 @@ from shadow.sim.idtable cimport (SlotMap, slotmap_get, slotmap_put, slotmap_del,
                                  SHADOW_PREFETCH)
 from shadow.sim.policy cimport Policy, Access
 from shadow.sim.policies._dlist cimport DList, dl_push_head, dl_unlink
+from shadow.sim.policies._ghost cimport (GhostRing, gr_find, gr_remove, gr_push_bounded,
+                                         gr_prefetch, SlotFIFO, sf_push, sf_remove, sf_tail,
+                                         sf_next_pos, sf_ahead, sf_at, sf_remove_at)
+
+
+cdef enum:
+    PF_NEAR = 2     # evictions ahead whose table entries are prefetched
+    PF_FAR = 8      # evictions ahead whose per-slot data are prefetched
+    PF_WALK = 4     # ring entries ahead of main's walk whose per-slot data are prefetched
 
 
 cdef struct GhostPool:
@@ -136,12 +145,12 @@ cdef inline int32_t dl_first_unpinned(const DList* d, const uint16_t* pins) noex
 
 
 cdef class S3FIFO(Policy):
-    cdef DList small
-    cdef DList main
+    cdef SlotFIFO small
+    cdef SlotFIFO main
+    cdef int32_t* qpos          # ring position of a slot in small or main (shared), -1 none
     cdef uint8_t* freq
     cdef uint8_t* in_main
-    cdef GhostPool gpool
-    cdef GhostQ ghost
+    cdef GhostRing ghost
     cdef readonly int64_t small_size, main_size, ghost_size, threshold
     cdef readonly bint has_evicted
 
@@ -153,74 +162,80 @@ cdef class S3FIFO(Policy):
         """Prefetch what a get of ``block_id`` probes: the resident table and the ghost map."""
         self.prefetch(block_id)
         if self.ghost_size > 0:
-            slotmap_prefetch(&self.gpool.map, block_id)
+            gr_prefetch(&self.ghost, block_id)
 
     cdef inline void fast_hit(self, int64_t slot) noexcept nogil:
         if self.freq[slot] < 255:
             self.freq[slot] += 1
 
     cdef inline int64_t fast_insert(self, int64_t block_id) noexcept nogil:
-        cdef int32_t node = gp_find(&self.gpool, block_id)
+        cdef int64_t pos = gr_find(&self.ghost, block_id)
         cdef int64_t slot = self._take_slot(block_id)
         self.freq[slot] = 0
-        if node >= 0:
-            gq_unlink(&self.gpool, &self.ghost, node)
+        if pos >= 0:
+            gr_remove(&self.ghost, pos)
             self.in_main[slot] = 1
-            dl_push_head(&self.main, slot)
+            sf_push(&self.main, slot)
         elif not self.has_evicted and self.small.n >= self.small_size:
             self.in_main[slot] = 1
-            dl_push_head(&self.main, slot)
+            sf_push(&self.main, slot)
         else:
             self.in_main[slot] = 0
-            dl_push_head(&self.small, slot)
+            sf_push(&self.small, slot)
         return slot
 
     cdef inline void _ghost_add(self, int64_t block_id) noexcept nogil:
-        if self.ghost_size <= 0:
-            return
-        while self.ghost.n >= self.ghost_size:
-            gq_pop_tail(&self.gpool, &self.ghost)
-        gq_push_head(&self.gpool, &self.ghost, block_id, 1)
-        gq_prefetch_tail(&self.gpool, &self.ghost)
+        gr_push_bounded(&self.ghost, block_id)
 
     cdef inline int64_t _evict_small(self) noexcept nogil:
-        cdef int32_t s = self.small.tail, nxt
+        cdef int64_t p = self.small.tail if self.small.n > 0 else -1, nxt
+        cdef int32_t s
         cdef int64_t block_id
-        while s >= 0:
-            nxt = self.small.prev[s]
+        while p >= 0:
+            s = self.small.q[p]
+            # NOTE: found before the removal; small's positions hold (only a push compacts).
+            nxt = sf_next_pos(&self.small, p)
             if self.freq[s] >= self.threshold:
-                dl_unlink(&self.small, s)
+                sf_remove_at(&self.small, p, s)
                 self.freq[s] = 0
                 self.in_main[s] = 1
-                dl_push_head(&self.main, s)
+                sf_push(&self.main, s)
             elif self.pins[s] <= 0:
-                dl_unlink(&self.small, s)
+                sf_remove_at(&self.small, p, s)
                 block_id = self._drop_slot(s)
                 self._ghost_add(block_id)
                 return block_id
-            s = nxt
+            p = nxt
         return 0
 
     cdef inline int64_t _evict_main(self) noexcept nogil:
-        cdef int32_t s = self.main.tail, nxt
+        cdef int64_t p = self.main.tail if self.main.n > 0 else -1, nxt
+        cdef int32_t s, t
         cdef uint8_t f
-        while s >= 0:
+        while p >= 0:
+            s = self.main.q[p]
+            # NOTE: the walk reads the per-slot data of blocks in ring order: load them ahead.
+            t = sf_at(&self.main, p, PF_WALK)
+            if t >= 0:
+                SHADOW_PREFETCH(&self.freq[t])
+                SHADOW_PREFETCH(&self.pins[t])
+                SHADOW_PREFETCH(&self.slot_ids[t])
             f = self.freq[s]
             if f >= 1:
-                # NOTE: computed before the move; a reinserted block is met again after the
-                # blocks ahead of it, exactly as libCacheSim's repeated "take the tail".
-                nxt = self.main.prev[s]
-                if nxt < 0:
-                    nxt = s
-                else:
-                    dl_unlink(&self.main, s)
-                    dl_push_head(&self.main, s)
                 self.freq[s] = (f if f < 3 else 3) - 1
-                s = nxt
+                # NOTE: the next candidate is found before the move; a reinserted block is met
+                # again after the blocks ahead of it, exactly as libCacheSim's repeated "take
+                # the tail".  The newest block stays where it is (it is met again at once).
+                nxt = sf_next_pos(&self.main, p)
+                if nxt >= 0:
+                    t = self.main.q[nxt]
+                    sf_remove_at(&self.main, p, s)
+                    sf_push(&self.main, s)
+                    p = self.qpos[t]        # NOTE: the push may have compacted the ring
             elif self.pins[s] > 0:
-                s = self.main.prev[s]
+                p = sf_next_pos(&self.main, p)
             else:
-                dl_unlink(&self.main, s)
+                sf_remove_at(&self.main, p, s)
                 return self._drop_slot(s)
         return 0
 
@@ -241,14 +256,24 @@ cdef class S3FIFO(Policy):
         if victim == 0:
             # best effort: every candidate is pinned
             if self.small.n > 0:
-                s = self.small.tail
-                dl_unlink(&self.small, s)
+                s = sf_tail(&self.small)
+                sf_remove(&self.small, s)
                 victim = self._drop_slot(s)
                 self._ghost_add(victim)
             else:
-                s = self.main.tail
-                dl_unlink(&self.main, s)
+                s = sf_tail(&self.main)
+                sf_remove(&self.main, s)
                 victim = self._drop_slot(s)
-        # NOTE: the next victim is most often small's tail: start loading its table entries.
-        prefetch_leaving(&self.table, self.slot_ids, &self.gpool, self.small.tail)
+        # NOTE: the next victims are most often small's oldest blocks: load the per-slot data of
+        # the one PF_FAR places ahead, and the table entries (resident delete, ghost insert) of the
+        # one PF_NEAR ahead, whose id the earlier prefetch brought in.
+        s = sf_ahead(&self.small, PF_FAR)
+        if s >= 0:
+            SHADOW_PREFETCH(&self.slot_ids[s])
+            SHADOW_PREFETCH(&self.freq[s])
+            SHADOW_PREFETCH(&self.pins[s])
+        s = sf_ahead(&self.small, PF_NEAR)
+        if s >= 0:
+            self.prefetch(self.slot_ids[s])
+            gr_prefetch(&self.ghost, self.slot_ids[s])
         return victim

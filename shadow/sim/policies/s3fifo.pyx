@@ -28,7 +28,8 @@ from libc.stdlib cimport malloc, calloc, realloc, free
 from shadow.errors import ShadowError
 from shadow.sim.idtable cimport slotmap_init, slotmap_alloc, slotmap_free
 from shadow.sim.policy cimport Policy, Access
-from shadow.sim.policies._dlist cimport DList, dl_init, dl_free, dl_unlink
+from libc.string cimport memset
+from shadow.sim.policies._ghost cimport gr_init, gr_free, gr_ids, sf_init, sf_free, sf_slots
 
 DEFAULTS = "small-size-ratio=0.10,ghost-size-ratio=0.90,move-to-main-threshold=2"
 HONOURS_PINS = True
@@ -130,23 +131,23 @@ cdef class S3FIFO(Policy):
         self.ghost_size = <int64_t>(capacity * ghost_ratio)
         self.threshold = threshold
         self.has_evicted = False
-        dl_init(&self.small, capacity)
-        self.main = self.small
         self.freq = <uint8_t*>calloc(capacity, sizeof(uint8_t))
         self.in_main = <uint8_t*>calloc(capacity, sizeof(uint8_t))
-        if self.freq == NULL or self.in_main == NULL:
+        self.qpos = <int32_t*>malloc(max(capacity, 1) * sizeof(int32_t))
+        if self.freq == NULL or self.in_main == NULL or self.qpos == NULL:
             raise MemoryError(f"cannot allocate an S3FIFO cache of {capacity} slots")
-        gp_init(&self.gpool, self.ghost_size)
-        self.ghost.head = -1
-        self.ghost.tail = -1
-        self.ghost.n = 0
+        memset(self.qpos, 0xFF, max(capacity, 1) * sizeof(int32_t))
+        sf_init(&self.small, self.small_size, self.qpos)
+        sf_init(&self.main, self.main_size, self.qpos)
+        gr_init(&self.ghost, self.ghost_size)
 
     def __dealloc__(self):
-        # NOTE: main shares small's arrays; free them once.
-        dl_free(&self.small)
+        sf_free(&self.small)
+        sf_free(&self.main)
+        free(self.qpos)
         free(self.freq)
         free(self.in_main)
-        gp_free(&self.gpool)
+        gr_free(&self.ghost)
 
     cdef void hit(self, int64_t slot, const Access* acc) noexcept nogil:
         self.fast_hit(slot)
@@ -159,31 +160,21 @@ cdef class S3FIFO(Policy):
 
     cdef void remove(self, int64_t slot) noexcept nogil:
         if self.in_main[slot]:
-            dl_unlink(&self.main, slot)
+            sf_remove(&self.main, slot)
         else:
-            dl_unlink(&self.small, slot)
+            sf_remove(&self.small, slot)
         self._drop_slot(slot)
 
     # ---- Python-level views (tests) ----
 
     def queues(self) -> dict[str, list[int]]:
         """Ids per queue from the head (newest) to the tail (next candidate); freq per resident id."""
-        cdef int32_t s
         out = {"small": [], "main": [], "ghost": [], "freq": {}}
-        s = self.small.head
-        while s >= 0:
-            out["small"].append(self.slot_ids[s])
-            out["freq"][self.slot_ids[s]] = self.freq[s]
-            s = self.small.next[s]
-        s = self.main.head
-        while s >= 0:
-            out["main"].append(self.slot_ids[s])
-            out["freq"][self.slot_ids[s]] = self.freq[s]
-            s = self.main.next[s]
-        s = self.ghost.head
-        while s >= 0:
-            out["ghost"].append(self.gpool.ids[s])
-            s = self.gpool.next[s]
+        for name, slots in (("small", sf_slots(&self.small)), ("main", sf_slots(&self.main))):
+            for s in slots:
+                out[name].append(self.slot_ids[s])
+                out["freq"][self.slot_ids[s]] = self.freq[s]
+        out["ghost"] = gr_ids(&self.ghost)
         return out
 
 
