@@ -79,3 +79,20 @@ def test_matches_ordered_dict(limit, ops):
     assert g.ids() == list(reversed(model))
     for key in range(1, 61):
         assert (key in g) == (key in model)
+
+
+def test_unbounded_push_grows_the_ring():
+    g = GhostFIFO(4)
+    model = []
+    for k in range(1, 301):
+        g.push(k)
+        model.append(k)
+        if k % 3 == 0:
+            assert g.discard(k - 1)
+            model.remove(k - 1)
+        if k % 50 == 0:
+            g.check()
+    assert g.capacity[0] > 200
+    assert g.ids() == model[::-1]
+    assert all(k in g for k in model)
+    assert g.pop() == model[0]

@@ -45,11 +45,18 @@ cdef struct GhostRing:
 cdef int gr_init(GhostRing* g, int64_t limit) except -1
 cdef void gr_free(GhostRing* g) noexcept nogil
 cdef void gr_compact(GhostRing* g) noexcept nogil
+cdef int gr_grow(GhostRing* g) noexcept nogil
 cdef list gr_ids(const GhostRing* g)
 
 
 cdef inline uint64_t gr_hash(int64_t key) noexcept nogil:
     return (<uint64_t>key) * <uint64_t>0x9E3779B97F4A7C15ULL
+
+
+cdef inline int64_t gr_key(int64_t v) noexcept nogil:
+    """The id of a ring entry: a policy with two ghost lists in one ring (ARC) stores the
+    second list's ids negated."""
+    return v if v >= 0 else -v
 
 
 cdef inline uint64_t gr_home(const GhostRing* g, uint64_t h) noexcept nogil:
@@ -81,7 +88,7 @@ cdef inline int64_t gr_find(const GhostRing* g, int64_t key) noexcept nogil:
             return -1
         if (x >> g.sbits) == fp:
             pos = <int64_t>(x & g.smask) - 1
-            if g.ids[pos] == key:
+            if gr_key(g.ids[pos]) == key:
                 return pos
         i += 1
         if i == g.size:
@@ -107,7 +114,7 @@ cdef inline void _gr_table_del(GhostRing* g, int64_t key, int64_t pos) noexcept 
         x = g.e[j]
         if x == 0:
             break
-        hm = gr_home(g, gr_hash(g.ids[<int64_t>(x & g.smask) - 1]))
+        hm = gr_home(g, gr_hash(gr_key(g.ids[<int64_t>(x & g.smask) - 1])))
         # NOTE: the entry at j moves back to the hole at i unless its home is cyclically
         # within (i, j] (a probe from its home would then never pass i).
         if i <= j:
@@ -123,7 +130,7 @@ cdef inline void _gr_table_del(GhostRing* g, int64_t key, int64_t pos) noexcept 
 
 cdef inline void gr_remove(GhostRing* g, int64_t pos) noexcept nogil:
     """Take the live id at ``pos`` out of the middle (a ghost hit): it leaves a tombstone."""
-    _gr_table_del(g, g.ids[pos], pos)
+    _gr_table_del(g, gr_key(g.ids[pos]), pos)
     g.ids[pos] = 0
     g.n -= 1
 
@@ -147,12 +154,15 @@ cdef inline int64_t gr_pop(GhostRing* g) noexcept nogil:
 
 
 cdef inline void gr_push(GhostRing* g, int64_t key) noexcept nogil:
-    """Add ``key`` (not live here) as the newest id; the caller keeps ``n < limit``."""
-    cdef uint64_t h = gr_hash(key)
-    cdef uint64_t i = gr_home(g, h)
+    """Add ``key`` (not live here; negated for ARC's second list) as the newest id.  A full ring
+    is compacted, and grown if nothing is freed (ARC's lists have no fixed bound)."""
+    cdef uint64_t h = gr_hash(gr_key(key)), i
     cdef int64_t pos
     if g.span == g.cap:
         gr_compact(g)
+        if g.span == g.cap:
+            gr_grow(g)
+    i = gr_home(g, h)          # NOTE: after a growth, which resizes the table
     pos = g.head
     g.ids[pos] = key
     g.head = pos + 1 if pos + 1 < g.cap else 0

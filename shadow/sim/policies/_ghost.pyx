@@ -58,7 +58,7 @@ cdef void gr_compact(GhostRing* g) noexcept nogil:
         key = g.ids[r]
         if key != 0:
             if w != r:
-                h = gr_hash(key)
+                h = gr_hash(gr_key(key))
                 fpbits = gr_fp(g, h) << g.sbits
                 old = fpbits | <uint32_t>(r + 1)
                 i = gr_home(g, h)
@@ -90,6 +90,51 @@ cdef list gr_ids(const GhostRing* g):
     return out
 
 
+cdef int gr_grow(GhostRing* g) noexcept nogil:
+    """Move the live ids, in order, to a ring and table half as large again (positions from 0)
+    and rebuild the table.  Aborts if out of memory (a ghost list cannot be dropped silently)."""
+    cdef int64_t limit = g.limit + g.limit // 2 + 16, cap, k, r = g.tail, w = 0, key
+    cdef uint64_t size, h, i
+    cdef uint32_t sbits = 1
+    cap = limit * RING_NUM // RING_DEN + 2
+    size = <uint64_t>(TABLE_PER_GHOST * limit)
+    while (<int64_t>1 << sbits) <= cap:
+        sbits += 1
+    cdef int64_t* ids = <int64_t*>calloc(cap, sizeof(int64_t))
+    cdef uint32_t* e = <uint32_t*>calloc(size, sizeof(uint32_t))
+    if ids == NULL or e == NULL or sbits > 30 or size > 0xFFFFFFFFULL:
+        abort()
+    for k in range(g.span):
+        key = g.ids[r]
+        if key != 0:
+            ids[w] = key
+            w += 1
+        r += 1
+        if r == g.cap:
+            r = 0
+    free(g.ids)
+    free(g.e)
+    g.ids = ids
+    g.e = e
+    g.cap = cap
+    g.limit = limit
+    g.size = size
+    g.sbits = sbits
+    g.smask = <uint32_t>((1 << sbits) - 1)
+    g.tail = 0
+    g.head = w
+    g.span = w
+    for k in range(w):
+        h = gr_hash(gr_key(ids[k]))
+        i = gr_home(g, h)
+        while e[i] != 0:
+            i += 1
+            if i == size:
+                i = 0
+        e[i] = (gr_fp(g, h) << sbits) | <uint32_t>(k + 1)
+    return 0
+
+
 cdef class GhostFIFO:
     """A Python handle on one :c:type:`GhostRing` (tests and checks; policies embed the struct)."""
 
@@ -106,6 +151,12 @@ cdef class GhostFIFO:
         if key < 1 or gr_find(&self.g, key) >= 0:
             raise ValueError(f"ghost id must be >= 1 and absent, got {key}")
         gr_push_bounded(&self.g, key)
+
+    def push(self, int64_t key) -> None:
+        """Push ``key`` (>= 1, not present) with no bound: a full ring grows (ARC's way)."""
+        if key < 1 or gr_find(&self.g, key) >= 0:
+            raise ValueError(f"ghost id must be >= 1 and absent, got {key}")
+        gr_push(&self.g, key)
 
     def discard(self, int64_t key) -> bool:
         """Take ``key`` out if present (a ghost hit)."""
@@ -147,7 +198,6 @@ cdef class GhostFIFO:
         for k in range(self.g.cap - self.g.span):
             assert self.g.ids[pos] == 0, pos
             pos = pos + 1 if pos + 1 < self.g.cap else 0
-        assert self.g.n <= self.g.limit or self.g.limit == 0
 
     @property
     def capacity(self) -> tuple[int, int]:

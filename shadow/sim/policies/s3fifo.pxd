@@ -1,23 +1,16 @@
 # cython: language_level=3
-"""Ghost FIFOs of block ids (shared by s3fifo, twoq and arc), and the S3FIFO class.
+"""The S3FIFO class and its operations as inline methods (called directly by the serve loop,
+``K_S3FIFO``), and ``dl_first_unpinned`` (shared by arc and twoq).
 
-A :c:type:`GhostPool` holds ghost entries for one policy: a node pool (id int64, prev/next int32:
-16 B per node) and a :c:type:`SlotMap` id -> node over the pool's ``ids`` (4-byte entries at load
-<= 1/4: 16 B per node; ghost probes are mostly misses, which short probes make cheap).  A :c:type:`GhostQ` is one FIFO over the pool
-(head = newest, tail = oldest); a policy with two ghost lists (ARC's B1/B2) shares one pool and
-tags nodes with ``which``.
-
-Invariant: ``map`` holds exactly the ids of the nodes on some GhostQ (``ids[node]``, 0 for a free
-node); a free node is on the free list (``next`` chain from ``free_head``); ``n_used <= cap``.
-Ghost entries are never resident: the base table knows nothing of them.
+The small and main FIFOs are :c:type:`~shadow.sim.policies._ghost.SlotFIFO` rings sharing one
+``qpos`` array; the ghost is a :c:type:`~shadow.sim.policies._ghost.GhostRing`.
 """
 
 from libc.stdint cimport int64_t, int32_t, uint8_t, uint16_t
 
-from shadow.sim.idtable cimport (SlotMap, slotmap_get, slotmap_put, slotmap_del, slotmap_prefetch,
-                                 SHADOW_PREFETCH)
+from shadow.sim.idtable cimport SHADOW_PREFETCH
 from shadow.sim.policy cimport Policy, Access
-from shadow.sim.policies._dlist cimport DList, dl_push_head, dl_unlink
+from shadow.sim.policies._dlist cimport DList
 from shadow.sim.policies._ghost cimport (GhostRing, gr_find, gr_remove, gr_push_bounded,
                                          gr_prefetch, SlotFIFO, sf_push, sf_remove, sf_tail,
                                          sf_next_pos, sf_ahead, sf_at, sf_remove_at)
@@ -27,113 +20,6 @@ cdef enum:
     PF_NEAR = 2     # evictions ahead whose table entries are prefetched
     PF_FAR = 8      # evictions ahead whose per-slot data are prefetched
     PF_WALK = 4     # ring entries ahead of main's walk whose per-slot data are prefetched
-
-
-cdef struct GhostPool:
-    SlotMap map        # id -> node, keys read from ``ids``
-    int64_t* ids
-    int32_t* prev      # towards the head (newer)
-    int32_t* next      # towards the tail (older); free-list link for free nodes
-    uint8_t* which     # which GhostQ a node is on (ARC: 1 = B1, 2 = B2)
-    int32_t free_head
-    int64_t cap
-    int64_t n_used
-
-
-cdef struct GhostQ:
-    int32_t head
-    int32_t tail
-    int64_t n
-
-
-cdef int gp_init(GhostPool* g, int64_t cap) except -1
-cdef void gp_free(GhostPool* g) noexcept nogil
-cdef int gp_grow(GhostPool* g) noexcept nogil
-
-
-cdef inline int32_t gp_find(const GhostPool* g, int64_t block_id) noexcept nogil:
-    """Node of ``block_id`` or -1."""
-    if g.n_used == 0:
-        return -1
-    return <int32_t>slotmap_get(&g.map, g.ids, block_id)
-
-
-cdef inline void gq_unlink(GhostPool* g, GhostQ* q, int32_t node) noexcept nogil:
-    """Take ``node`` off ``q`` and return it to the free list (its id leaves the map)."""
-    cdef int32_t p = g.prev[node], x = g.next[node]
-    if p >= 0:
-        g.next[p] = x
-    else:
-        q.head = x
-    if x >= 0:
-        g.prev[x] = p
-    else:
-        q.tail = p
-    q.n -= 1
-    slotmap_del(&g.map, g.ids, g.ids[node], node)
-    g.ids[node] = 0
-    g.which[node] = 0
-    g.prev[node] = -1
-    g.next[node] = g.free_head
-    g.free_head = node
-    g.n_used -= 1
-
-
-cdef inline int64_t gq_pop_tail(GhostPool* g, GhostQ* q) noexcept nogil:
-    """Drop the oldest ghost of ``q``; return its id (0 if ``q`` is empty)."""
-    cdef int32_t node = q.tail
-    cdef int64_t block_id
-    if node < 0:
-        return 0
-    block_id = g.ids[node]
-    gq_unlink(g, q, node)
-    return block_id
-
-
-cdef inline int gq_push_head(GhostPool* g, GhostQ* q, int64_t block_id, uint8_t which) noexcept nogil:
-    """Add ``block_id`` (not a ghost yet) as the newest ghost of ``q``; -1 if out of memory."""
-    cdef int32_t node
-    if g.free_head < 0:
-        if gp_grow(g) < 0:
-            return -1
-    node = g.free_head
-    g.free_head = g.next[node]
-    g.ids[node] = block_id
-    g.which[node] = which
-    g.prev[node] = -1
-    g.next[node] = q.head
-    if q.head >= 0:
-        g.prev[q.head] = node
-    else:
-        q.tail = node
-    q.head = node
-    q.n += 1
-    g.n_used += 1
-    slotmap_put(&g.map, block_id, node)
-    return 0
-
-
-cdef inline void gq_prefetch_tail(const GhostPool* g, const GhostQ* q) noexcept nogil:
-    """Prefetch what the next :func:`gq_pop_tail` of ``q`` reads: the tail's map entry, and the
-    id of the node after it (whose entry the pop after that reads)."""
-    cdef int32_t node = q.tail
-    if node >= 0:
-        slotmap_prefetch(&g.map, g.ids[node])
-        node = g.prev[node]
-        if node >= 0:
-            SHADOW_PREFETCH(&g.ids[node])
-            SHADOW_PREFETCH(&g.prev[node])
-
-
-cdef inline void prefetch_leaving(const SlotMap* table, const int64_t* slot_ids,
-                                  const GhostPool* g, int32_t s) noexcept nogil:
-    """Prefetch what evicting slot ``s`` into a ghost list touches: its resident-table entry (the
-    delete) and its home in the ghost map (the insert)."""
-    cdef int64_t block_id
-    if s >= 0:
-        block_id = slot_ids[s]
-        slotmap_prefetch(table, block_id)
-        slotmap_prefetch(&g.map, block_id)
 
 
 cdef inline int32_t dl_first_unpinned(const DList* d, const uint16_t* pins) noexcept nogil:

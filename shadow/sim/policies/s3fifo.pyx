@@ -23,10 +23,9 @@ entry, ``ghost-size-ratio`` of C): about 47 B/slot of S3FIFO's own state at the 
 """
 
 from libc.stdint cimport int64_t, int32_t, uint8_t
-from libc.stdlib cimport malloc, calloc, realloc, free
+from libc.stdlib cimport malloc, calloc, free
 
 from shadow.errors import ShadowError
-from shadow.sim.idtable cimport slotmap_init, slotmap_alloc, slotmap_free
 from shadow.sim.policy cimport Policy, Access
 from libc.string cimport memset
 from shadow.sim.policies._ghost cimport gr_init, gr_free, gr_ids, sf_init, sf_free, sf_slots
@@ -35,83 +34,6 @@ DEFAULTS = "small-size-ratio=0.10,ghost-size-ratio=0.90,move-to-main-threshold=2
 HONOURS_PINS = True
 NEEDS_NEXT_ACCESS = False
 DESCRIPTION = "S3-FIFO: small FIFO, main FIFO with reinsertion, ghost FIFO (libCacheSim S3FIFO)"
-
-
-# ---- ghost pool ------------------------------------------------------------------------------
-
-cdef int gp_init(GhostPool* g, int64_t cap) except -1:
-    cdef int64_t i
-    if cap < 1:
-        cap = 1
-    g.cap = cap
-    g.n_used = 0
-    g.ids = <int64_t*>calloc(cap, sizeof(int64_t))
-    g.prev = <int32_t*>malloc(cap * sizeof(int32_t))
-    g.next = <int32_t*>malloc(cap * sizeof(int32_t))
-    g.which = <uint8_t*>calloc(cap, sizeof(uint8_t))
-    g.map.e = NULL
-    if g.ids == NULL or g.prev == NULL or g.next == NULL or g.which == NULL:
-        gp_free(g)
-        raise MemoryError(f"cannot allocate a ghost queue of {cap} entries")
-    for i in range(cap):
-        g.prev[i] = -1
-        g.next[i] = <int32_t>(i + 1) if i + 1 < cap else -1
-    g.free_head = 0
-    slotmap_init(&g.map, cap)
-    return 0
-
-
-cdef void gp_free(GhostPool* g) noexcept nogil:
-    free(g.ids)
-    free(g.prev)
-    free(g.next)
-    free(g.which)
-    g.ids = NULL
-    g.prev = NULL
-    g.next = NULL
-    g.which = NULL
-    slotmap_free(&g.map)
-
-
-cdef int gp_grow(GhostPool* g) noexcept nogil:
-    """Grow the pool by half (rare: only ARC's ghosts are not bounded by a fixed size)."""
-    cdef int64_t old = g.cap, cap = g.cap + g.cap // 2 + 16, i
-    cdef SlotMap m
-    if slotmap_alloc(&m, cap) < 0:
-        return -1
-    cdef int64_t* ids = <int64_t*>realloc(g.ids, cap * sizeof(int64_t))
-    if ids == NULL:
-        slotmap_free(&m)
-        return -1
-    g.ids = ids
-    cdef int32_t* prev = <int32_t*>realloc(g.prev, cap * sizeof(int32_t))
-    if prev == NULL:
-        slotmap_free(&m)
-        return -1
-    g.prev = prev
-    cdef int32_t* nxt = <int32_t*>realloc(g.next, cap * sizeof(int32_t))
-    if nxt == NULL:
-        slotmap_free(&m)
-        return -1
-    g.next = nxt
-    cdef uint8_t* which = <uint8_t*>realloc(g.which, cap * sizeof(uint8_t))
-    if which == NULL:
-        slotmap_free(&m)
-        return -1
-    g.which = which
-    for i in range(old):
-        if g.ids[i] != 0:
-            slotmap_put(&m, g.ids[i], i)
-    slotmap_free(&g.map)
-    g.map = m
-    for i in range(old, cap):
-        g.ids[i] = 0
-        g.which[i] = 0
-        g.prev[i] = -1
-        g.next[i] = <int32_t>(i + 1) if i + 1 < cap else g.free_head
-    g.free_head = <int32_t>old
-    g.cap = cap
-    return 0
 
 
 # ---- S3FIFO ----------------------------------------------------------------------------------
