@@ -42,9 +42,9 @@ cdef struct GhostRing:
     uint32_t smask
 
 
-cdef int gr_init(GhostRing* g, int64_t limit) except -1
+cdef int gr_init(GhostRing* g, int64_t limit, int64_t ring_cap=*) except -1
 cdef void gr_free(GhostRing* g) noexcept nogil
-cdef void gr_compact(GhostRing* g) noexcept nogil
+cdef void gr_compact(GhostRing* g, int64_t* off_a=*, int64_t* off_b=*) noexcept nogil
 cdef int gr_grow(GhostRing* g) noexcept nogil
 cdef list gr_ids(const GhostRing* g)
 

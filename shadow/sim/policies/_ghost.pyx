@@ -12,13 +12,17 @@ cdef enum:
     TABLE_PER_GHOST = 2
 
 
-cdef int gr_init(GhostRing* g, int64_t limit) except -1:
+cdef int gr_init(GhostRing* g, int64_t limit, int64_t ring_cap=0) except -1:
+    """Room for ``limit`` live ids; ``ring_cap`` ring entries if larger than the default
+    1.25 x ``limit`` (fewer compactions where tombstones pile up: ARC)."""
     cdef int64_t cap
     cdef uint64_t size
     cdef uint32_t sbits = 1
     if limit < 0:
         limit = 0
     cap = limit * RING_NUM // RING_DEN + 2
+    if ring_cap > cap:
+        cap = ring_cap
     size = <uint64_t>(TABLE_PER_GHOST * limit) if limit > 4 else 16
     while (<int64_t>1 << sbits) <= cap:
         sbits += 1
@@ -45,8 +49,10 @@ cdef void gr_free(GhostRing* g) noexcept nogil:
     g.e = NULL
 
 
-cdef void gr_compact(GhostRing* g) noexcept nogil:
+cdef void gr_compact(GhostRing* g, int64_t* off_a=NULL, int64_t* off_b=NULL) noexcept nogil:
     """Slide the live ids of the span towards the tail, in order, and repoint their table entries.
+    ``off_a``/``off_b`` (offsets from the tail, ARC's scan positions) are mapped to the same
+    places among the live ids.
 
     NOTE: an entry's home and fingerprint depend on its key only, so only its position field
     changes; nothing is deleted, so no key is read from a moved-from position.
@@ -54,7 +60,13 @@ cdef void gr_compact(GhostRing* g) noexcept nogil:
     cdef int64_t r = g.tail, w = g.tail, k, key
     cdef uint64_t h, i
     cdef uint32_t old, fpbits
+    cdef int64_t na = off_a[0] if off_a != NULL else -1, nb = off_b[0] if off_b != NULL else -1
+    cdef int64_t live = 0
     for k in range(g.span):
+        if k == na:
+            off_a[0] = live
+        if k == nb:
+            off_b[0] = live
         key = g.ids[r]
         if key != 0:
             if w != r:
@@ -69,12 +81,17 @@ cdef void gr_compact(GhostRing* g) noexcept nogil:
                 g.e[i] = fpbits | <uint32_t>(w + 1)
                 g.ids[w] = key
                 g.ids[r] = 0
+            live += 1
             w += 1
             if w == g.cap:
                 w = 0
         r += 1
         if r == g.cap:
             r = 0
+    if na >= g.span:
+        off_a[0] = live
+    if nb >= g.span:
+        off_b[0] = live
     g.head = w
     g.span = g.n
 

@@ -8,7 +8,7 @@ from shadow.sim.policies._dlist cimport DList, dl_push_head, dl_unlink, dl_move_
 from shadow.sim.idtable cimport slotmap_prefetch
 from shadow.sim.policies.s3fifo cimport dl_first_unpinned
 from shadow.sim.policies._ghost cimport (GhostRing, gr_find, gr_remove, gr_push, gr_prefetch,
-                                         gr_key)
+                                         gr_key, gr_compact)
 
 
 cdef struct GhostList:
@@ -45,9 +45,9 @@ cdef class ARC(Policy):
 
     cdef inline void _ghost_push(self, int64_t block_id, bint second) noexcept nogil:
         if self.ghost.span == self.ghost.cap:
-            # NOTE: the push compacts (or grows) the ring: positions move, scans restart.
-            self.b1.off = 0
-            self.b2.off = 0
+            # NOTE: compact here, carrying the scan offsets over (gr_push would lose them); a
+            # ring still full then grows in gr_push, keeping the order and the offsets.
+            gr_compact(&self.ghost, &self.b1.off, &self.b2.off)
         if second:
             gr_push(&self.ghost, -block_id)
             self.b2.n += 1
