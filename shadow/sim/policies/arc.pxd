@@ -6,24 +6,34 @@ from libc.stdint cimport int64_t, int32_t, uint8_t
 from shadow.sim.policy cimport Policy
 from shadow.sim.policies._dlist cimport DList, dl_push_head, dl_unlink, dl_move_head
 from shadow.sim.idtable cimport slotmap_prefetch
-from shadow.sim.policies.s3fifo cimport (GhostPool, GhostQ, gp_find, gq_unlink, gq_pop_tail,
-                                         gq_push_head, gq_prefetch_tail, dl_first_unpinned,
-                                         prefetch_leaving)
+from shadow.sim.policies.s3fifo cimport dl_first_unpinned
+from shadow.sim.policies._ghost cimport (GhostRing, gr_find, gr_remove, gr_push, gr_prefetch,
+                                         gr_key, gr_compact)
+
+
+cdef struct GhostList:
+    int64_t n       # live ids of this list in the shared ring
+    int64_t off     # offset from the ring's tail before which this list has no live id
 
 
 cdef class ARC(Policy):
     cdef DList t1
     cdef DList t2
     cdef uint8_t* in_t2
-    cdef GhostPool gpool
-    cdef GhostQ b1
-    cdef GhostQ b2
+    # NOTE: B1 and B2 share one ring of ids in eviction order (B2's ids negated) and its one
+    # position table: a ghost probe is one probe, and the ring holds |B1| + |B2| (about C) ids
+    # whichever list has them.  Each list pops its oldest id by scanning from its own offset
+    # past the other list's ids and tombstones: the offsets only grow (until the ring's tail
+    # passes them or a compaction resets them), so the scan is amortized O(1).
+    cdef GhostRing ghost
+    cdef GhostList b1
+    cdef GhostList b2
     cdef readonly double p
 
     cdef inline void fast_prefetch(self, int64_t block_id) noexcept nogil:
-        """Prefetch what a get of ``block_id`` probes: the resident table and the ghost map."""
+        """Prefetch what a get of ``block_id`` probes: the resident table and the ghost table."""
         self.prefetch(block_id)
-        slotmap_prefetch(&self.gpool.map, block_id)
+        gr_prefetch(&self.ghost, block_id)
 
     cdef inline void fast_hit(self, int64_t slot) noexcept nogil:
         if self.in_t2[slot]:
@@ -33,19 +43,63 @@ cdef class ARC(Policy):
             self.in_t2[slot] = 1
             dl_push_head(&self.t2, slot)
 
+    cdef inline void _ghost_push(self, int64_t block_id, bint second) noexcept nogil:
+        if self.ghost.span == self.ghost.cap:
+            # NOTE: compact here, carrying the scan offsets over (gr_push would lose them); a
+            # ring still full then grows in gr_push, keeping the order and the offsets.
+            gr_compact(&self.ghost, &self.b1.off, &self.b2.off)
+        if second:
+            gr_push(&self.ghost, -block_id)
+            self.b2.n += 1
+        else:
+            gr_push(&self.ghost, block_id)
+            self.b1.n += 1
+
+    cdef inline void _ghost_pop(self, bint second) noexcept nogil:
+        """Drop the oldest id of B2 (``second``) or B1; the list is not empty."""
+        cdef GhostRing* g = &self.ghost
+        cdef GhostList* L = &self.b2 if second else &self.b1
+        cdef int64_t k = L.off, p = g.tail + L.off, v, adv = 0
+        if p >= g.cap:
+            p -= g.cap
+        while True:
+            v = g.ids[p]
+            if (v < 0) if second else (v > 0):
+                break
+            k += 1
+            p = p + 1 if p + 1 < g.cap else 0
+        gr_remove(g, p)
+        L.n -= 1
+        L.off = k + 1
+        while g.span > 0 and g.ids[g.tail] == 0:
+            g.tail = g.tail + 1 if g.tail + 1 < g.cap else 0
+            g.span -= 1
+            adv += 1
+        self.b1.off = self.b1.off - adv if self.b1.off > adv else 0
+        self.b2.off = self.b2.off - adv if self.b2.off > adv else 0
+        # NOTE: start loading the table entry the next pop of this list deletes (if it is next
+        # in the ring; otherwise the scan reads on anyway).
+        if L.off < g.span:
+            p = g.tail + L.off
+            if p >= g.cap:
+                p -= g.cap
+            v = g.ids[p]
+            if v != 0:
+                gr_prefetch(g, gr_key(v))
+
     cdef inline int64_t fast_insert(self, int64_t block_id) noexcept nogil:
-        cdef int32_t node = gp_find(&self.gpool, block_id)
+        cdef int64_t pos = gr_find(&self.ghost, block_id)
         cdef double delta, cap = <double>self.capacity
         cdef int64_t slot
-        if node >= 0:
-            if self.gpool.which[node] == 1:
+        if pos >= 0:
+            if self.ghost.ids[pos] > 0:
                 delta = <double>self.b2.n / <double>self.b1.n
                 if delta < 1.0:
                     delta = 1.0
                 self.p = self.p + delta
                 if self.p > cap:
                     self.p = cap
-                gq_unlink(&self.gpool, &self.b1, node)
+                self.b1.n -= 1
             else:
                 delta = <double>self.b1.n / <double>self.b2.n
                 if delta < 1.0:
@@ -53,7 +107,8 @@ cdef class ARC(Policy):
                 self.p = self.p - delta
                 if self.p < 0.0:
                     self.p = 0.0
-                gq_unlink(&self.gpool, &self.b2, node)
+                self.b2.n -= 1
+            gr_remove(&self.ghost, pos)
             slot = self._take_slot(block_id)
             self.in_t2[slot] = 1
             dl_push_head(&self.t2, slot)
@@ -62,6 +117,15 @@ cdef class ARC(Policy):
             self.in_t2[slot] = 0
             dl_push_head(&self.t1, slot)
         return slot
+
+    cdef inline void _prefetch_leaving(self, int32_t s) noexcept nogil:
+        """Prefetch what evicting slot ``s`` into a ghost list touches: its resident-table entry
+        (the delete) and its home in the ghost table (the insert)."""
+        cdef int64_t block_id
+        if s >= 0:
+            block_id = self.slot_ids[s]
+            self.prefetch(block_id)
+            gr_prefetch(&self.ghost, block_id)
 
     cdef inline int64_t _replace(self) noexcept nogil:
         """REPLACE: move the chosen list's tail (first unpinned) to its ghost list."""
@@ -81,15 +145,10 @@ cdef class ARC(Policy):
             dl_unlink(&self.t2, s)
             self.in_t2[s] = 0
         block_id = self._drop_slot(s)
-        if from_t1:
-            gq_push_head(&self.gpool, &self.b1, block_id, 1)
-            gq_prefetch_tail(&self.gpool, &self.b1)
-        else:
-            gq_push_head(&self.gpool, &self.b2, block_id, 2)
-            gq_prefetch_tail(&self.gpool, &self.b2)
+        self._ghost_push(block_id, not from_t1)
         # NOTE: the next REPLACE takes (most often) one of the two tails: start loading both.
-        prefetch_leaving(&self.table, self.slot_ids, &self.gpool, self.t1.tail)
-        prefetch_leaving(&self.table, self.slot_ids, &self.gpool, self.t2.tail)
+        self._prefetch_leaving(self.t1.tail)
+        self._prefetch_leaving(self.t2.tail)
         return block_id
 
     cdef inline int64_t fast_evict(self) noexcept nogil:
@@ -99,7 +158,7 @@ cdef class ARC(Policy):
             return 0
         if self.t1.n + self.b1.n + 1 > c:
             if self.b1.n > 0:
-                gq_pop_tail(&self.gpool, &self.b1)
+                self._ghost_pop(False)
                 return self._replace()
             s = dl_first_unpinned(&self.t1, self.pins)
             if s < 0:
@@ -107,5 +166,5 @@ cdef class ARC(Policy):
             dl_unlink(&self.t1, s)
             return self._drop_slot(s)
         if self.t1.n + self.b1.n + self.t2.n + self.b2.n >= 2 * c and self.b2.n > 0:
-            gq_pop_tail(&self.gpool, &self.b2)
+            self._ghost_pop(True)
         return self._replace()

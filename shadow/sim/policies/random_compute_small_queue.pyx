@@ -23,19 +23,28 @@ Pins: honoured.  The small FIFO is walked from its oldest end past pinned blocks
 pinned, main is sampled (pinned draws redrawn, as random_compute) for at most as many victims as it
 has unpinned blocks, and small gives the rest; best effort only when every block is pinned.
 
-Memory: random_compute's 58 B/slot + small FIFO links 8 = 66 B/slot (74 measured), plus the ghost
-(s3fifo's pool, about 25 B per ghost entry measured): 96 B/slot measured with the ghost full at
-the default ratio 0.9.
+Memory: random_compute's 58 B/slot + the small FIFO (a slot ring: 4 B/slot of positions + 5 B per
+queued slot) = 66 B/slot measured, plus the ghost (a ghost ring, 18 B per ghost entry): 84 B/slot
+measured with the ghost full at the default ratio 0.9.
 """
 
 from libc.stdint cimport int64_t, int32_t, uint64_t
 
 from shadow.errors import ShadowError
-from shadow.sim.policy cimport Policy, Access
+from shadow.sim.policy cimport Policy, Access, RequestCtx
 from shadow.sim.policies.random_compute cimport RandomCompute, dense_add, dense_del
-from shadow.sim.policies._dlist cimport DList, dl_init, dl_free, dl_push_head, dl_unlink
-from shadow.sim.policies.s3fifo cimport (GhostPool, GhostQ, gp_init, gp_free, gp_find, gq_unlink,
-                                         gq_pop_tail, gq_push_head)
+from libc.stdlib cimport malloc, free
+from libc.string cimport memset
+from shadow.sim.idtable cimport SHADOW_PREFETCH
+from shadow.sim.policies._ghost cimport (GhostRing, gr_init, gr_free, gr_find, gr_remove,
+                                         gr_push_bounded, gr_ids, gr_prefetch, SlotFIFO, sf_init,
+                                         sf_free, sf_push, sf_remove, sf_remove_at, sf_tail,
+                                         sf_next_pos, sf_ahead, sf_slots)
+
+
+cdef enum:
+    PF_NEAR = 2     # small-FIFO evictions ahead whose table entries are prefetched
+    PF_FAR = 8      # small-FIFO evictions ahead whose per-slot data are prefetched
 
 from shadow.sim.policies.random_compute import check_sampling_params
 
@@ -49,54 +58,61 @@ DESCRIPTION = "random_compute over blocks that passed a small FIFO admission que
 cdef class RandomComputeSmallQueue(RandomCompute):
     """See the module docstring.  Invariant: a resident slot is in exactly one of ``small`` (then
     ``dense.pos[slot] == -1``) and ``dense`` (main); a ghost id is never resident."""
-    cdef DList small
+    cdef SlotFIFO small
+    cdef int32_t* spos           # ring position of a slot in small, -1 none
     cdef readonly int64_t small_target
-    cdef GhostPool gpool
-    cdef GhostQ ghost
+    cdef GhostRing ghost
     cdef readonly int64_t ghost_size
 
     def __cinit__(self, int64_t capacity, int64_t n_sample=128, int64_t evict_batch=1,
                   uint64_t seed=1, bint per_request=True, double small_ratio=0.1,
                   double ghost_ratio=0.9, *args, **kwargs):
-        dl_init(&self.small, capacity)
         self.small_target = <int64_t>(capacity * small_ratio)
+        self.spos = <int32_t*>malloc(max(capacity, 1) * sizeof(int32_t))
+        if self.spos == NULL:
+            raise MemoryError(f"cannot allocate a small FIFO of {capacity} slots")
+        memset(self.spos, 0xFF, max(capacity, 1) * sizeof(int32_t))
+        sf_init(&self.small, self.small_target, self.spos)
         self.ghost_size = <int64_t>(capacity * ghost_ratio)
-        gp_init(&self.gpool, max(self.ghost_size, 1))
-        self.ghost.head = -1
-        self.ghost.tail = -1
-        self.ghost.n = 0
+        gr_init(&self.ghost, self.ghost_size)
 
     def __dealloc__(self):
-        dl_free(&self.small)
-        gp_free(&self.gpool)
+        sf_free(&self.small)
+        free(self.spos)
+        gr_free(&self.ghost)
 
     cdef void _ghost_add(self, int64_t block_id) noexcept nogil:
-        if self.ghost_size <= 0:
-            return
-        while self.ghost.n >= self.ghost_size:
-            gq_pop_tail(&self.gpool, &self.ghost)
-        gq_push_head(&self.gpool, &self.ghost, block_id, 1)
+        gr_push_bounded(&self.ghost, block_id)
+
+    cdef void on_request(self, const RequestCtx* ctx) noexcept nogil:
+        """Prefetch the ghost table entries the request's inserts will probe (its misses)."""
+        cdef int64_t i
+        # NOTE: the serve loop prefetches the resident table only; the ghost probe of each
+        # miss is a cache miss of its own at large sizes unless it is started here.
+        if self.ghost.limit > 0:
+            for i in range(ctx.n_blocks):
+                gr_prefetch(&self.ghost, ctx.block_ids[i])
 
     cdef void hit(self, int64_t slot, const Access* acc) noexcept nogil:
         self._touch(slot, acc)
         if self.dense.pos[slot] < 0:
-            dl_unlink(&self.small, slot)
+            sf_remove(&self.small, slot)
             dense_add(&self.dense, slot)
 
     cdef int64_t insert(self, const Access* acc) noexcept nogil:
-        cdef int32_t node = gp_find(&self.gpool, acc.block_id)
+        cdef int64_t pos = gr_find(&self.ghost, acc.block_id)
         cdef int64_t slot = self._take_slot(acc.block_id)
         self._init_stats(slot, acc)
-        if node >= 0:
+        if pos >= 0:
             # NOTE: back after leaving the small FIFO: reuse proven, admitted to main directly.
-            gq_unlink(&self.gpool, &self.ghost, node)
+            gr_remove(&self.ghost, pos)
             dense_add(&self.dense, slot)
         else:
-            dl_push_head(&self.small, slot)
+            sf_push(&self.small, slot)
         return slot
 
     cdef int64_t evict_n(self, const Access* acc, int64_t n, int64_t* out) noexcept nogil:
-        cdef int64_t k = 0, got, want, unpinned_main
+        cdef int64_t k = 0, got, want, unpinned_main, p
         cdef int32_t s
         cdef bint from_small
         while k < n:
@@ -111,16 +127,28 @@ cdef class RandomComputeSmallQueue(RandomCompute):
                 elif want > unpinned_main:
                     want = unpinned_main
             if from_small:
-                s = self.small.tail
-                while s >= 0 and self.pins[s] > 0:
-                    s = self.small.prev[s]
-                if s < 0 and self.dense.n == 0:
-                    s = self.small.tail      # NOTE: everything is pinned: best effort
-                if s >= 0:
-                    dl_unlink(&self.small, s)
+                p = self.small.tail if self.small.n > 0 else -1
+                while p >= 0 and self.pins[self.small.q[p]] > 0:
+                    p = sf_next_pos(&self.small, p)
+                if p < 0 and self.dense.n == 0 and self.small.n > 0:
+                    p = self.small.tail      # NOTE: everything is pinned: best effort
+                if p >= 0:
+                    s = self.small.q[p]
+                    sf_remove_at(&self.small, p, s)
                     out[k] = self._drop_slot(s)
                     self._ghost_add(out[k])
                     k += 1
+                    # NOTE: the next victims are small's oldest blocks: load the per-slot data
+                    # of the one PF_FAR ahead and the table entries (resident delete, ghost
+                    # insert) of the one PF_NEAR ahead, whose id the earlier prefetch loaded.
+                    s = sf_ahead(&self.small, PF_FAR)
+                    if s >= 0:
+                        SHADOW_PREFETCH(&self.slot_ids[s])
+                        SHADOW_PREFETCH(&self.pins[s])
+                    s = sf_ahead(&self.small, PF_NEAR)
+                    if s >= 0:
+                        self.prefetch(self.slot_ids[s])
+                        gr_prefetch(&self.ghost, self.slot_ids[s])
                     continue
             got = self._sample_evict(acc, want, out + k)
             if got == 0:
@@ -130,38 +158,28 @@ cdef class RandomComputeSmallQueue(RandomCompute):
 
     cdef int64_t _unpinned_main(self) noexcept nogil:
         """Unpinned blocks in main: all pinned blocks not in small are in main."""
-        cdef int32_t s = self.small.head
+        cdef int64_t p = self.small.tail if self.small.n > 0 else -1
         cdef int64_t pinned_small = 0
-        while s >= 0:
-            if self.pins[s] > 0:
+        while p >= 0:
+            if self.pins[self.small.q[p]] > 0:
                 pinned_small += 1
-            s = self.small.next[s]
+            p = sf_next_pos(&self.small, p)
         return self.dense.n - (self.n_pinned - pinned_small)
 
     cdef void remove(self, int64_t slot) noexcept nogil:
         if self.dense.pos[slot] >= 0:
             dense_del(&self.dense, slot, False)
         else:
-            dl_unlink(&self.small, slot)
+            sf_remove(&self.small, slot)
         self._drop_slot(slot)
 
     def small_ids(self) -> list[int]:
         """Ids in the small FIFO, newest first (tests)."""
-        out = []
-        cdef int32_t s = self.small.head
-        while s >= 0:
-            out.append(self.slot_ids[s])
-            s = self.small.next[s]
-        return out
+        return [self.slot_ids[s] for s in sf_slots(&self.small)]
 
     def ghost_ids(self) -> list[int]:
         """Ids in the ghost FIFO, newest first (tests)."""
-        out = []
-        cdef int32_t g = self.ghost.head
-        while g >= 0:
-            out.append(self.gpool.ids[g])
-            g = self.gpool.next[g]
-        return out
+        return gr_ids(&self.ghost)
 
 
 def make(capacity: int, params: dict) -> RandomComputeSmallQueue:

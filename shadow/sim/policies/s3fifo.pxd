@@ -1,130 +1,25 @@
 # cython: language_level=3
-"""Ghost FIFOs of block ids (shared by s3fifo, twoq and arc), and the S3FIFO class.
+"""The S3FIFO class and its operations as inline methods (called directly by the serve loop,
+``K_S3FIFO``), and ``dl_first_unpinned`` (shared by arc and twoq).
 
-A :c:type:`GhostPool` holds ghost entries for one policy: a node pool (id int64, prev/next int32:
-16 B per node) and a :c:type:`SlotMap` id -> node over the pool's ``ids`` (4-byte entries at load
-<= 1/4: 16 B per node; ghost probes are mostly misses, which short probes make cheap).  A :c:type:`GhostQ` is one FIFO over the pool
-(head = newest, tail = oldest); a policy with two ghost lists (ARC's B1/B2) shares one pool and
-tags nodes with ``which``.
-
-Invariant: ``map`` holds exactly the ids of the nodes on some GhostQ (``ids[node]``, 0 for a free
-node); a free node is on the free list (``next`` chain from ``free_head``); ``n_used <= cap``.
-Ghost entries are never resident: the base table knows nothing of them.
+The small and main FIFOs are :c:type:`~shadow.sim.policies._ghost.SlotFIFO` rings sharing one
+``qpos`` array; the ghost is a :c:type:`~shadow.sim.policies._ghost.GhostRing`.
 """
 
 from libc.stdint cimport int64_t, int32_t, uint8_t, uint16_t
 
-from shadow.sim.idtable cimport (SlotMap, slotmap_get, slotmap_put, slotmap_del, slotmap_prefetch,
-                                 SHADOW_PREFETCH)
+from shadow.sim.idtable cimport SHADOW_PREFETCH
 from shadow.sim.policy cimport Policy, Access
-from shadow.sim.policies._dlist cimport DList, dl_push_head, dl_unlink
+from shadow.sim.policies._dlist cimport DList
+from shadow.sim.policies._ghost cimport (GhostRing, gr_find, gr_remove, gr_push_bounded,
+                                         gr_prefetch, SlotFIFO, sf_push, sf_remove, sf_tail,
+                                         sf_next_pos, sf_ahead, sf_at, sf_remove_at)
 
 
-cdef struct GhostPool:
-    SlotMap map        # id -> node, keys read from ``ids``
-    int64_t* ids
-    int32_t* prev      # towards the head (newer)
-    int32_t* next      # towards the tail (older); free-list link for free nodes
-    uint8_t* which     # which GhostQ a node is on (ARC: 1 = B1, 2 = B2)
-    int32_t free_head
-    int64_t cap
-    int64_t n_used
-
-
-cdef struct GhostQ:
-    int32_t head
-    int32_t tail
-    int64_t n
-
-
-cdef int gp_init(GhostPool* g, int64_t cap) except -1
-cdef void gp_free(GhostPool* g) noexcept nogil
-cdef int gp_grow(GhostPool* g) noexcept nogil
-
-
-cdef inline int32_t gp_find(const GhostPool* g, int64_t block_id) noexcept nogil:
-    """Node of ``block_id`` or -1."""
-    if g.n_used == 0:
-        return -1
-    return <int32_t>slotmap_get(&g.map, g.ids, block_id)
-
-
-cdef inline void gq_unlink(GhostPool* g, GhostQ* q, int32_t node) noexcept nogil:
-    """Take ``node`` off ``q`` and return it to the free list (its id leaves the map)."""
-    cdef int32_t p = g.prev[node], x = g.next[node]
-    if p >= 0:
-        g.next[p] = x
-    else:
-        q.head = x
-    if x >= 0:
-        g.prev[x] = p
-    else:
-        q.tail = p
-    q.n -= 1
-    slotmap_del(&g.map, g.ids, g.ids[node], node)
-    g.ids[node] = 0
-    g.which[node] = 0
-    g.prev[node] = -1
-    g.next[node] = g.free_head
-    g.free_head = node
-    g.n_used -= 1
-
-
-cdef inline int64_t gq_pop_tail(GhostPool* g, GhostQ* q) noexcept nogil:
-    """Drop the oldest ghost of ``q``; return its id (0 if ``q`` is empty)."""
-    cdef int32_t node = q.tail
-    cdef int64_t block_id
-    if node < 0:
-        return 0
-    block_id = g.ids[node]
-    gq_unlink(g, q, node)
-    return block_id
-
-
-cdef inline int gq_push_head(GhostPool* g, GhostQ* q, int64_t block_id, uint8_t which) noexcept nogil:
-    """Add ``block_id`` (not a ghost yet) as the newest ghost of ``q``; -1 if out of memory."""
-    cdef int32_t node
-    if g.free_head < 0:
-        if gp_grow(g) < 0:
-            return -1
-    node = g.free_head
-    g.free_head = g.next[node]
-    g.ids[node] = block_id
-    g.which[node] = which
-    g.prev[node] = -1
-    g.next[node] = q.head
-    if q.head >= 0:
-        g.prev[q.head] = node
-    else:
-        q.tail = node
-    q.head = node
-    q.n += 1
-    g.n_used += 1
-    slotmap_put(&g.map, block_id, node)
-    return 0
-
-
-cdef inline void gq_prefetch_tail(const GhostPool* g, const GhostQ* q) noexcept nogil:
-    """Prefetch what the next :func:`gq_pop_tail` of ``q`` reads: the tail's map entry, and the
-    id of the node after it (whose entry the pop after that reads)."""
-    cdef int32_t node = q.tail
-    if node >= 0:
-        slotmap_prefetch(&g.map, g.ids[node])
-        node = g.prev[node]
-        if node >= 0:
-            SHADOW_PREFETCH(&g.ids[node])
-            SHADOW_PREFETCH(&g.prev[node])
-
-
-cdef inline void prefetch_leaving(const SlotMap* table, const int64_t* slot_ids,
-                                  const GhostPool* g, int32_t s) noexcept nogil:
-    """Prefetch what evicting slot ``s`` into a ghost list touches: its resident-table entry (the
-    delete) and its home in the ghost map (the insert)."""
-    cdef int64_t block_id
-    if s >= 0:
-        block_id = slot_ids[s]
-        slotmap_prefetch(table, block_id)
-        slotmap_prefetch(&g.map, block_id)
+cdef enum:
+    PF_NEAR = 2     # evictions ahead whose table entries are prefetched
+    PF_FAR = 8      # evictions ahead whose per-slot data are prefetched
+    PF_WALK = 4     # ring entries ahead of main's walk whose per-slot data are prefetched
 
 
 cdef inline int32_t dl_first_unpinned(const DList* d, const uint16_t* pins) noexcept nogil:
@@ -136,12 +31,12 @@ cdef inline int32_t dl_first_unpinned(const DList* d, const uint16_t* pins) noex
 
 
 cdef class S3FIFO(Policy):
-    cdef DList small
-    cdef DList main
+    cdef SlotFIFO small
+    cdef SlotFIFO main
+    cdef int32_t* qpos          # ring position of a slot in small or main (shared), -1 none
     cdef uint8_t* freq
     cdef uint8_t* in_main
-    cdef GhostPool gpool
-    cdef GhostQ ghost
+    cdef GhostRing ghost
     cdef readonly int64_t small_size, main_size, ghost_size, threshold
     cdef readonly bint has_evicted
 
@@ -153,74 +48,80 @@ cdef class S3FIFO(Policy):
         """Prefetch what a get of ``block_id`` probes: the resident table and the ghost map."""
         self.prefetch(block_id)
         if self.ghost_size > 0:
-            slotmap_prefetch(&self.gpool.map, block_id)
+            gr_prefetch(&self.ghost, block_id)
 
     cdef inline void fast_hit(self, int64_t slot) noexcept nogil:
         if self.freq[slot] < 255:
             self.freq[slot] += 1
 
     cdef inline int64_t fast_insert(self, int64_t block_id) noexcept nogil:
-        cdef int32_t node = gp_find(&self.gpool, block_id)
+        cdef int64_t pos = gr_find(&self.ghost, block_id)
         cdef int64_t slot = self._take_slot(block_id)
         self.freq[slot] = 0
-        if node >= 0:
-            gq_unlink(&self.gpool, &self.ghost, node)
+        if pos >= 0:
+            gr_remove(&self.ghost, pos)
             self.in_main[slot] = 1
-            dl_push_head(&self.main, slot)
+            sf_push(&self.main, slot)
         elif not self.has_evicted and self.small.n >= self.small_size:
             self.in_main[slot] = 1
-            dl_push_head(&self.main, slot)
+            sf_push(&self.main, slot)
         else:
             self.in_main[slot] = 0
-            dl_push_head(&self.small, slot)
+            sf_push(&self.small, slot)
         return slot
 
     cdef inline void _ghost_add(self, int64_t block_id) noexcept nogil:
-        if self.ghost_size <= 0:
-            return
-        while self.ghost.n >= self.ghost_size:
-            gq_pop_tail(&self.gpool, &self.ghost)
-        gq_push_head(&self.gpool, &self.ghost, block_id, 1)
-        gq_prefetch_tail(&self.gpool, &self.ghost)
+        gr_push_bounded(&self.ghost, block_id)
 
     cdef inline int64_t _evict_small(self) noexcept nogil:
-        cdef int32_t s = self.small.tail, nxt
+        cdef int64_t p = self.small.tail if self.small.n > 0 else -1, nxt
+        cdef int32_t s
         cdef int64_t block_id
-        while s >= 0:
-            nxt = self.small.prev[s]
+        while p >= 0:
+            s = self.small.q[p]
+            # NOTE: found before the removal; small's positions hold (only a push compacts).
+            nxt = sf_next_pos(&self.small, p)
             if self.freq[s] >= self.threshold:
-                dl_unlink(&self.small, s)
+                sf_remove_at(&self.small, p, s)
                 self.freq[s] = 0
                 self.in_main[s] = 1
-                dl_push_head(&self.main, s)
+                sf_push(&self.main, s)
             elif self.pins[s] <= 0:
-                dl_unlink(&self.small, s)
+                sf_remove_at(&self.small, p, s)
                 block_id = self._drop_slot(s)
                 self._ghost_add(block_id)
                 return block_id
-            s = nxt
+            p = nxt
         return 0
 
     cdef inline int64_t _evict_main(self) noexcept nogil:
-        cdef int32_t s = self.main.tail, nxt
+        cdef int64_t p = self.main.tail if self.main.n > 0 else -1, nxt
+        cdef int32_t s, t
         cdef uint8_t f
-        while s >= 0:
+        while p >= 0:
+            s = self.main.q[p]
+            # NOTE: the walk reads the per-slot data of blocks in ring order: load them ahead.
+            t = sf_at(&self.main, p, PF_WALK)
+            if t >= 0:
+                SHADOW_PREFETCH(&self.freq[t])
+                SHADOW_PREFETCH(&self.pins[t])
+                SHADOW_PREFETCH(&self.slot_ids[t])
             f = self.freq[s]
             if f >= 1:
-                # NOTE: computed before the move; a reinserted block is met again after the
-                # blocks ahead of it, exactly as libCacheSim's repeated "take the tail".
-                nxt = self.main.prev[s]
-                if nxt < 0:
-                    nxt = s
-                else:
-                    dl_unlink(&self.main, s)
-                    dl_push_head(&self.main, s)
                 self.freq[s] = (f if f < 3 else 3) - 1
-                s = nxt
+                # NOTE: the next candidate is found before the move; a reinserted block is met
+                # again after the blocks ahead of it, exactly as libCacheSim's repeated "take
+                # the tail".  The newest block stays where it is (it is met again at once).
+                nxt = sf_next_pos(&self.main, p)
+                if nxt >= 0:
+                    t = self.main.q[nxt]
+                    sf_remove_at(&self.main, p, s)
+                    sf_push(&self.main, s)
+                    p = self.qpos[t]        # NOTE: the push may have compacted the ring
             elif self.pins[s] > 0:
-                s = self.main.prev[s]
+                p = sf_next_pos(&self.main, p)
             else:
-                dl_unlink(&self.main, s)
+                sf_remove_at(&self.main, p, s)
                 return self._drop_slot(s)
         return 0
 
@@ -241,14 +142,24 @@ cdef class S3FIFO(Policy):
         if victim == 0:
             # best effort: every candidate is pinned
             if self.small.n > 0:
-                s = self.small.tail
-                dl_unlink(&self.small, s)
+                s = sf_tail(&self.small)
+                sf_remove(&self.small, s)
                 victim = self._drop_slot(s)
                 self._ghost_add(victim)
             else:
-                s = self.main.tail
-                dl_unlink(&self.main, s)
+                s = sf_tail(&self.main)
+                sf_remove(&self.main, s)
                 victim = self._drop_slot(s)
-        # NOTE: the next victim is most often small's tail: start loading its table entries.
-        prefetch_leaving(&self.table, self.slot_ids, &self.gpool, self.small.tail)
+        # NOTE: the next victims are most often small's oldest blocks: load the per-slot data of
+        # the one PF_FAR places ahead, and the table entries (resident delete, ghost insert) of the
+        # one PF_NEAR ahead, whose id the earlier prefetch brought in.
+        s = sf_ahead(&self.small, PF_FAR)
+        if s >= 0:
+            SHADOW_PREFETCH(&self.slot_ids[s])
+            SHADOW_PREFETCH(&self.freq[s])
+            SHADOW_PREFETCH(&self.pins[s])
+        s = sf_ahead(&self.small, PF_NEAR)
+        if s >= 0:
+            self.prefetch(self.slot_ids[s])
+            gr_prefetch(&self.ghost, self.slot_ids[s])
         return victim

@@ -18,99 +18,24 @@ Pins: honoured.  A pinned block is still promoted/reinserted as it would be unpi
 the victim while an unpinned candidate exists: the walk passes it; a queue with only pinned
 candidates sends the eviction to the other queue; only if both have none is the plain tail taken.
 
-Memory: base 26 B/slot + lists 8 + freq/queue 2 B/slot + ghost (17 B node + 24 B map per ghost
-entry, ``ghost-size-ratio`` of C): about 47 B/slot of S3FIFO's own state at the defaults.
+Memory: base 26 B/slot + ring positions 4 + the two slot rings (4 B x 1.25 per queued slot, about
+5) + freq/queue 2 B/slot + the ghost ring (8 B x 1.25 in the ring + 4 B x 2 in its table = 18 B per
+ghost entry, ``ghost-size-ratio`` of C): 53 B/slot measured with the ghost full at the defaults
+(36 with it empty).
 """
 
 from libc.stdint cimport int64_t, int32_t, uint8_t
-from libc.stdlib cimport malloc, calloc, realloc, free
+from libc.stdlib cimport malloc, calloc, free
 
 from shadow.errors import ShadowError
-from shadow.sim.idtable cimport slotmap_init, slotmap_alloc, slotmap_free
 from shadow.sim.policy cimport Policy, Access
-from shadow.sim.policies._dlist cimport DList, dl_init, dl_free, dl_unlink
+from libc.string cimport memset
+from shadow.sim.policies._ghost cimport gr_init, gr_free, gr_ids, sf_init, sf_free, sf_slots
 
 DEFAULTS = "small-size-ratio=0.10,ghost-size-ratio=0.90,move-to-main-threshold=2"
 HONOURS_PINS = True
 NEEDS_NEXT_ACCESS = False
 DESCRIPTION = "S3-FIFO: small FIFO, main FIFO with reinsertion, ghost FIFO (libCacheSim S3FIFO)"
-
-
-# ---- ghost pool ------------------------------------------------------------------------------
-
-cdef int gp_init(GhostPool* g, int64_t cap) except -1:
-    cdef int64_t i
-    if cap < 1:
-        cap = 1
-    g.cap = cap
-    g.n_used = 0
-    g.ids = <int64_t*>calloc(cap, sizeof(int64_t))
-    g.prev = <int32_t*>malloc(cap * sizeof(int32_t))
-    g.next = <int32_t*>malloc(cap * sizeof(int32_t))
-    g.which = <uint8_t*>calloc(cap, sizeof(uint8_t))
-    g.map.e = NULL
-    if g.ids == NULL or g.prev == NULL or g.next == NULL or g.which == NULL:
-        gp_free(g)
-        raise MemoryError(f"cannot allocate a ghost queue of {cap} entries")
-    for i in range(cap):
-        g.prev[i] = -1
-        g.next[i] = <int32_t>(i + 1) if i + 1 < cap else -1
-    g.free_head = 0
-    slotmap_init(&g.map, cap)
-    return 0
-
-
-cdef void gp_free(GhostPool* g) noexcept nogil:
-    free(g.ids)
-    free(g.prev)
-    free(g.next)
-    free(g.which)
-    g.ids = NULL
-    g.prev = NULL
-    g.next = NULL
-    g.which = NULL
-    slotmap_free(&g.map)
-
-
-cdef int gp_grow(GhostPool* g) noexcept nogil:
-    """Grow the pool by half (rare: only ARC's ghosts are not bounded by a fixed size)."""
-    cdef int64_t old = g.cap, cap = g.cap + g.cap // 2 + 16, i
-    cdef SlotMap m
-    if slotmap_alloc(&m, cap) < 0:
-        return -1
-    cdef int64_t* ids = <int64_t*>realloc(g.ids, cap * sizeof(int64_t))
-    if ids == NULL:
-        slotmap_free(&m)
-        return -1
-    g.ids = ids
-    cdef int32_t* prev = <int32_t*>realloc(g.prev, cap * sizeof(int32_t))
-    if prev == NULL:
-        slotmap_free(&m)
-        return -1
-    g.prev = prev
-    cdef int32_t* nxt = <int32_t*>realloc(g.next, cap * sizeof(int32_t))
-    if nxt == NULL:
-        slotmap_free(&m)
-        return -1
-    g.next = nxt
-    cdef uint8_t* which = <uint8_t*>realloc(g.which, cap * sizeof(uint8_t))
-    if which == NULL:
-        slotmap_free(&m)
-        return -1
-    g.which = which
-    for i in range(old):
-        if g.ids[i] != 0:
-            slotmap_put(&m, g.ids[i], i)
-    slotmap_free(&g.map)
-    g.map = m
-    for i in range(old, cap):
-        g.ids[i] = 0
-        g.which[i] = 0
-        g.prev[i] = -1
-        g.next[i] = <int32_t>(i + 1) if i + 1 < cap else g.free_head
-    g.free_head = <int32_t>old
-    g.cap = cap
-    return 0
 
 
 # ---- S3FIFO ----------------------------------------------------------------------------------
@@ -130,23 +55,23 @@ cdef class S3FIFO(Policy):
         self.ghost_size = <int64_t>(capacity * ghost_ratio)
         self.threshold = threshold
         self.has_evicted = False
-        dl_init(&self.small, capacity)
-        self.main = self.small
         self.freq = <uint8_t*>calloc(capacity, sizeof(uint8_t))
         self.in_main = <uint8_t*>calloc(capacity, sizeof(uint8_t))
-        if self.freq == NULL or self.in_main == NULL:
+        self.qpos = <int32_t*>malloc(max(capacity, 1) * sizeof(int32_t))
+        if self.freq == NULL or self.in_main == NULL or self.qpos == NULL:
             raise MemoryError(f"cannot allocate an S3FIFO cache of {capacity} slots")
-        gp_init(&self.gpool, self.ghost_size)
-        self.ghost.head = -1
-        self.ghost.tail = -1
-        self.ghost.n = 0
+        memset(self.qpos, 0xFF, max(capacity, 1) * sizeof(int32_t))
+        sf_init(&self.small, self.small_size, self.qpos)
+        sf_init(&self.main, self.main_size, self.qpos)
+        gr_init(&self.ghost, self.ghost_size)
 
     def __dealloc__(self):
-        # NOTE: main shares small's arrays; free them once.
-        dl_free(&self.small)
+        sf_free(&self.small)
+        sf_free(&self.main)
+        free(self.qpos)
         free(self.freq)
         free(self.in_main)
-        gp_free(&self.gpool)
+        gr_free(&self.ghost)
 
     cdef void hit(self, int64_t slot, const Access* acc) noexcept nogil:
         self.fast_hit(slot)
@@ -159,31 +84,21 @@ cdef class S3FIFO(Policy):
 
     cdef void remove(self, int64_t slot) noexcept nogil:
         if self.in_main[slot]:
-            dl_unlink(&self.main, slot)
+            sf_remove(&self.main, slot)
         else:
-            dl_unlink(&self.small, slot)
+            sf_remove(&self.small, slot)
         self._drop_slot(slot)
 
     # ---- Python-level views (tests) ----
 
     def queues(self) -> dict[str, list[int]]:
         """Ids per queue from the head (newest) to the tail (next candidate); freq per resident id."""
-        cdef int32_t s
         out = {"small": [], "main": [], "ghost": [], "freq": {}}
-        s = self.small.head
-        while s >= 0:
-            out["small"].append(self.slot_ids[s])
-            out["freq"][self.slot_ids[s]] = self.freq[s]
-            s = self.small.next[s]
-        s = self.main.head
-        while s >= 0:
-            out["main"].append(self.slot_ids[s])
-            out["freq"][self.slot_ids[s]] = self.freq[s]
-            s = self.main.next[s]
-        s = self.ghost.head
-        while s >= 0:
-            out["ghost"].append(self.gpool.ids[s])
-            s = self.gpool.next[s]
+        for name, slots in (("small", sf_slots(&self.small)), ("main", sf_slots(&self.main))):
+            for s in slots:
+                out[name].append(self.slot_ids[s])
+                out["freq"][self.slot_ids[s]] = self.freq[s]
+        out["ghost"] = gr_ids(&self.ghost)
         return out
 
 

@@ -14,18 +14,19 @@ Pins: honoured.  The chosen queue's first unpinned block from the tail is the vi
 only pinned blocks sends the eviction to the other one; if both have none the plain candidate is
 taken.  A spilled Am eviction skips pinned blocks within Am only.
 
-Memory: base 36 B/slot + lists 8 + queue tag 1 B/slot + Aout ghosts (17 B node + 24 B map per
-entry, ``Aout-size-ratio`` of C): about 30 B/slot of 2Q's own state at the defaults.
+Memory: base 36 B/slot + lists 8 + queue tag 1 B/slot + Aout ghosts (a ghost ring: 18 B per
+entry, ``Aout-size-ratio`` of C): 44 B/slot measured with Aout full at the defaults (35 empty).
 """
 
 from libc.stdint cimport int64_t, int32_t, uint8_t
 from libc.stdlib cimport calloc, free
 
 from shadow.errors import ShadowError
-from shadow.sim.policy cimport Policy, Access
+from shadow.sim.policy cimport Policy, Access, RequestCtx
 from shadow.sim.policies._dlist cimport DList, dl_init, dl_free, dl_push_head, dl_unlink, dl_move_head
-from shadow.sim.policies.s3fifo cimport (GhostPool, GhostQ, gp_init, gp_free, gp_find, gq_unlink,
-                                         gq_pop_tail, gq_push_head, dl_first_unpinned)
+from shadow.sim.policies.s3fifo cimport dl_first_unpinned
+from shadow.sim.policies._ghost cimport (GhostRing, gr_init, gr_free, gr_find, gr_remove,
+                                         gr_push_bounded, gr_ids, gr_prefetch)
 
 DEFAULTS = "Ain-size-ratio=0.25,Aout-size-ratio=0.5"
 HONOURS_PINS = True
@@ -39,8 +40,7 @@ cdef class TwoQ(Policy):
     cdef DList ain
     cdef DList am
     cdef uint8_t* in_am
-    cdef GhostPool gpool
-    cdef GhostQ aout
+    cdef GhostRing aout
     cdef readonly int64_t ain_size, aout_size, am_size
 
     def __cinit__(self, int64_t capacity, double ain_ratio=0.25, double aout_ratio=0.5,
@@ -53,26 +53,32 @@ cdef class TwoQ(Policy):
         self.in_am = <uint8_t*>calloc(capacity, sizeof(uint8_t))
         if self.in_am == NULL:
             raise MemoryError(f"cannot allocate a 2Q cache of {capacity} slots")
-        gp_init(&self.gpool, self.aout_size)
-        self.aout.head = -1
-        self.aout.tail = -1
-        self.aout.n = 0
+        gr_init(&self.aout, self.aout_size)
 
     def __dealloc__(self):
         dl_free(&self.ain)     # NOTE: am shares ain's arrays
         free(self.in_am)
-        gp_free(&self.gpool)
+        gr_free(&self.aout)
+
+    cdef void on_request(self, const RequestCtx* ctx) noexcept nogil:
+        """Prefetch the ghost table entries the request's inserts will probe (its misses)."""
+        cdef int64_t i
+        # NOTE: the serve loop prefetches the resident table only; the ghost probe of each
+        # miss is a cache miss of its own at large sizes unless it is started here.
+        if self.aout.limit > 0:
+            for i in range(ctx.n_blocks):
+                gr_prefetch(&self.aout, ctx.block_ids[i])
 
     cdef void hit(self, int64_t slot, const Access* acc) noexcept nogil:
         if self.in_am[slot]:
             dl_move_head(&self.am, slot)
 
     cdef int64_t insert(self, const Access* acc) noexcept nogil:
-        cdef int32_t node = gp_find(&self.gpool, acc.block_id)
+        cdef int64_t pos = gr_find(&self.aout, acc.block_id)
         cdef int32_t s
         cdef int64_t slot
-        if node >= 0:
-            gq_unlink(&self.gpool, &self.aout, node)
+        if pos >= 0:
+            gr_remove(&self.aout, pos)
             # NOTE: libCacheSim's Am->get evicts Am's own tail when Am is at its size, even
             # if the whole cache has room: a spilled eviction.
             while self.am.n + 1 > self.am_size and self.am.n > 0:
@@ -104,10 +110,7 @@ cdef class TwoQ(Policy):
             return 0
         dl_unlink(&self.ain, s)
         block_id = self._drop_slot(s)
-        if self.aout_size >= 1:
-            while self.aout.n >= self.aout_size:
-                gq_pop_tail(&self.gpool, &self.aout)
-            gq_push_head(&self.gpool, &self.aout, block_id, 1)
+        gr_push_bounded(&self.aout, block_id)
         return block_id
 
     cdef int64_t evict(self, const Access* acc) noexcept nogil:
@@ -150,10 +153,7 @@ cdef class TwoQ(Policy):
         while s >= 0:
             out["am"].append(self.slot_ids[s])
             s = self.am.next[s]
-        s = self.aout.head
-        while s >= 0:
-            out["aout"].append(self.gpool.ids[s])
-            s = self.gpool.next[s]
+        out["aout"] = gr_ids(&self.aout)
         return out
 
 
