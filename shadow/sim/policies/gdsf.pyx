@@ -26,6 +26,10 @@ from libc.stdint cimport int64_t, int32_t, uint16_t, uint32_t
 from libc.stdlib cimport malloc, free
 
 from shadow.sim.policy cimport Policy, Access
+from shadow.sim.idtable cimport slotmap_prefetch
+
+cdef extern from *:
+    void __builtin_prefetch(const void* addr) noexcept nogil
 
 cdef extern from "<stdlib.h>" nogil:
     int posix_memalign(void** memptr, size_t alignment, size_t size)
@@ -270,19 +274,26 @@ cdef class GDSF(Policy):
                 return best
 
     cdef int64_t evict(self, const Access* acc) noexcept nogil:
-        cdef int64_t best = -1
+        cdef int64_t best = -1, victim
         cdef HeapEnt e
         if self.n_heap == 0:
             return 0
         if self.pins[self.heap[0].slot] > 0:
             best = self._min_unpinned()
         if best < 0:
+            # NOTE: start loading the victim's base table entry before the sift, which hides it.
+            slotmap_prefetch(&self.table, self.slot_ids[self.heap[0].slot])
             e = self._pop()          # the minimum (best effort when everything is pinned)
         else:
             e = self.heap[best]
             self._delete(e.slot)
         self.L = e.pri
-        return self._drop_slot(e.slot)
+        victim = self._drop_slot(e.slot)
+        if self.n_heap > 0:
+            # NOTE: evictions come in runs (a request's misses): the next root is the next victim.
+            __builtin_prefetch(&self.pins[self.heap[0].slot])
+            __builtin_prefetch(&self.slot_ids[self.heap[0].slot])
+        return victim
 
     cdef void remove(self, int64_t slot) noexcept nogil:
         self._delete(slot)

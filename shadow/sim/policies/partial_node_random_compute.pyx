@@ -311,6 +311,11 @@ cdef class PartialNodeRandomCompute(Policy):
             if self.pins[s] > 0 and not (force and got == 0):
                 break
             up = self.s_up[s]
+            if up >= 0:
+                # NOTE: the chain's next block is the next victim: load it while this one goes.
+                __builtin_prefetch(&self.pins[up])
+                __builtin_prefetch(&self.slot_ids[up])
+                __builtin_prefetch(&self.s_up[up])
             out[got] = self._drop_slot(s)
             got += 1
             if up < 0:
