@@ -41,6 +41,18 @@ from shadow.sim.policies.random_compute cimport (Dense, dense_init, dense_free, 
 cdef extern from *:
     void __builtin_prefetch(const void* addr) noexcept nogil
 
+# NOTE: below this many live nodes the per-node arrays sit in L2 and the passes cost more than
+# they hide; one draw at a time then (the same draws either way).  Lowered only by tests.
+cdef int64_t _pass_min_nodes = 16384
+
+
+def set_pass_min_nodes(n: int) -> int:
+    """Set the live-node count from which draws are made in passes (tests); return the old one."""
+    global _pass_min_nodes
+    old = _pass_min_nodes
+    _pass_min_nodes = max(0, int(n))
+    return old
+
 DEFAULTS = "n-sample=128,eviction-mode=micro,micro-batch=64,seed=1"
 HONOURS_PINS = True
 NEEDS_NEXT_ACCESS = False
@@ -250,30 +262,31 @@ cdef class PartialNodeRandomCompute(Policy):
         # at once (index -> item; node -> tail, stamp and the variant's per-node array; tail ->
         # pin and cost), then keep the draws whose tail is unpinned, in draw order.  Same draws,
         # same order as one draw at a time.
-        for i in range(n_sample):
-            x = <int64_t>(((rng_next(&rng) >> 32) * <uint64_t>d.n) >> 32)
-            cand[i] = <int32_t>x
-            __builtin_prefetch(&d.items[x])
-        for i in range(n_sample):
-            nd = d.items[cand[i]]
-            cand[i] = nd
-            __builtin_prefetch(&n_tail[nd])
-            __builtin_prefetch(&self.n_stamp[nd])
-            if pf_node != NULL:
-                __builtin_prefetch(pf_node + nd * pf_node_stride)
-        for i in range(n_sample):
-            t = n_tail[cand[i]]
-            __builtin_prefetch(&pins[t])
-            if self.s_cost64 != NULL:
-                __builtin_prefetch(&self.s_cost64[t])
-            else:
-                __builtin_prefetch(&self.s_cost32[t])
-        for i in range(n_sample):
-            nd = cand[i]
-            if pins[n_tail[nd]] == 0:
-                cand[nc] = nd
-                nc += 1
-        attempts = n_sample
+        if d.n >= _pass_min_nodes:
+            for i in range(n_sample):
+                x = <int64_t>(((rng_next(&rng) >> 32) * <uint64_t>d.n) >> 32)
+                cand[i] = <int32_t>x
+                __builtin_prefetch(&d.items[x])
+            for i in range(n_sample):
+                nd = d.items[cand[i]]
+                cand[i] = nd
+                __builtin_prefetch(&n_tail[nd])
+                __builtin_prefetch(&self.n_stamp[nd])
+                if pf_node != NULL:
+                    __builtin_prefetch(pf_node + nd * pf_node_stride)
+            for i in range(n_sample):
+                t = n_tail[cand[i]]
+                __builtin_prefetch(&pins[t])
+                if self.s_cost64 != NULL:
+                    __builtin_prefetch(&self.s_cost64[t])
+                else:
+                    __builtin_prefetch(&self.s_cost32[t])
+            for i in range(n_sample):
+                nd = cand[i]
+                if pins[n_tail[nd]] == 0:
+                    cand[nc] = nd
+                    nc += 1
+            attempts = n_sample
         while nc < n_sample and attempts < limit:
             attempts += 1
             nd = d.items[<int64_t>(((rng_next(&rng) >> 32) * <uint64_t>d.n) >> 32)]
