@@ -31,3 +31,47 @@ def test_gdsf_cost_aware_prefers_to_keep_costly():
     p.py_get(1, cost=500)
     p.py_get(2, cost=5)
     assert p.py_evict() == 2
+
+
+class TestGDSFStampRenumber(PolicyMixin):
+    """The shared checks and the exact differential tests with the 32-bit stamp counter wrapped
+    every few dozen gets (renumbering must change no decision)."""
+    NAME = "gdsf"
+
+    def setup_method(self, method):
+        from shadow.sim.policies import gdsf
+        self._old_limit = gdsf.set_stamp_limit(40)
+
+    def teardown_method(self, method):
+        from shadow.sim.policies import gdsf
+        gdsf.set_stamp_limit(self._old_limit)
+
+
+def test_gdsf_renumbering_keeps_heap_and_order():
+    import random
+    from shadow.sim.policies import gdsf
+    old = gdsf.set_stamp_limit(100)
+    try:
+        rng = random.Random(7)
+        p = make_policy("gdsf", 50)            # limit 100 > capacity + 1: renumbers every ~50 gets
+        gdsf.set_stamp_limit(old)
+        q = make_policy("gdsf", 50)            # never renumbers here
+        for _ in range(3000):
+            b = rng.randrange(1, 120)
+            assert p.py_get(b) == q.py_get(b)
+            p.check_heap()
+        assert p.n_renumber > 10 and q.n_renumber == 0
+        assert p.order() == q.order()
+    finally:
+        gdsf.set_stamp_limit(old)
+
+
+def test_gdsf_pinned_walk_deep_region():
+    """Pin a whole subtree's worth of the lowest entries: the victim is the lowest unpinned."""
+    p = make_policy("gdsf", 200)
+    for b in range(1, 201):
+        p.py_get(b)                        # equal priorities: the stamp orders them, 1 lowest
+    for b in range(1, 150):
+        p.py_pin(b)
+    assert p.py_evict() == 150
+    p.check_heap()

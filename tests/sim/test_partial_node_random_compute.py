@@ -90,3 +90,26 @@ def test_bad_mode_is_a_clear_error():
     for bad in ("eviction-mode=batch", "micro-batch=0", "n-sample=0"):
         with pytest.raises(ShadowError):
             make_policy("partial_node_random_compute", 8, bad)
+
+
+class _PassesAlways:
+    """Draws in passes from the first node on (production: from 16384 live nodes): the exact
+    differential tests then check that the passes make the same draws as one at a time."""
+
+    def setup_method(self, method):
+        from shadow.sim.policies import partial_node_random_compute as m
+        self._old_pass_min = m.set_pass_min_nodes(0)
+
+    def teardown_method(self, method):
+        from shadow.sim.policies import partial_node_random_compute as m
+        m.set_pass_min_nodes(self._old_pass_min)
+
+
+class TestPartialNodeMicroPasses(_PassesAlways, PolicyMixin):
+    NAME = "partial_node_random_compute"
+    PARAMS = "micro-batch=1"
+
+
+class TestPartialNodeSmallSamplePasses(_PassesAlways, PolicyMixin):
+    NAME = "partial_node_random_compute"
+    PARAMS = "n-sample=2,micro-batch=1,seed=3"

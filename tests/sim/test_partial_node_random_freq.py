@@ -83,3 +83,17 @@ def test_metadata_and_bad_params():
     for bad in ("eviction-mode=batch", "micro-batch=0", "n-sample=0"):
         with pytest.raises(ShadowError, match=NAME):
             make_policy(NAME, 8, bad)
+
+
+class TestPartialNodeFreqMicroPasses(PolicyMixin):
+    """Draws in passes from the first node on (production: from 16384 live nodes)."""
+    NAME = NAME
+    PARAMS = "micro-batch=1"
+
+    def setup_method(self, method):
+        from shadow.sim.policies import partial_node_random_compute as m
+        self._old_pass_min = m.set_pass_min_nodes(0)
+
+    def teardown_method(self, method):
+        from shadow.sim.policies import partial_node_random_compute as m
+        m.set_pass_min_nodes(self._old_pass_min)

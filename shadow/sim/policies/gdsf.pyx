@@ -12,97 +12,130 @@ Pins: honoured.  The victim is the lowest-priority unpinned block (found by walk
 region at the top of the heap); if every block is pinned the plain minimum is taken.  ``L``
 becomes the victim's priority.
 
-Memory: base 26 B/slot + heap entry 24 (priority, stamp, slot) + position 4 + freq 4 = 32 B/slot
-of GDSF's own state, plus a 4 B/slot scratch stack for the pinned walk: 36 B/slot.
+Layout (for caches far beyond L2, where every cache line a sift touches is a memory access): a
+**4-ary** heap of 16-byte entries (priority, 32-bit stamp, slot), aligned so that the four
+children of a node share one 64-byte line: a sift touches half the levels of a binary heap and
+one line per level.  The stamps only order entries of equal priority, so only their relative
+order matters: when the 32-bit counter runs out, the live stamps are renumbered ``0 .. n-1`` in
+the same order (in place, O(n log n), once per ~4e9 inserts/hits), which changes no comparison.
+
+Memory: base 26 B/slot + heap entry 16 + position 4 + freq 4 = 50 B/slot.
 """
 
-from libc.stdint cimport int64_t, int32_t
+from libc.stdint cimport int64_t, int32_t, uint16_t, uint32_t
 from libc.stdlib cimport malloc, free
 
 from shadow.sim.policy cimport Policy, Access
+from shadow.sim.idtable cimport slotmap_prefetch
+
+cdef extern from *:
+    void __builtin_prefetch(const void* addr) noexcept nogil
+
+cdef extern from "<stdlib.h>" nogil:
+    int posix_memalign(void** memptr, size_t alignment, size_t size)
 
 DEFAULTS = "cost-aware=false"
 HONOURS_PINS = True
 NEEDS_NEXT_ACCESS = False
 DESCRIPTION = "greedy dual size frequency: priority L + freq*1e6/size (libCacheSim GDSF)"
 
+# NOTE: the stamp value that triggers a renumbering; lowered only by tests (set_stamp_limit).
+cdef int64_t _stamp_limit = 0xFFFFFFFF
+
+
+def set_stamp_limit(limit: int) -> int:
+    """Set the stamp value at which new caches renumber their stamps (tests); return the old one."""
+    global _stamp_limit
+    old = _stamp_limit
+    _stamp_limit = max(2, min(int(limit), 0xFFFFFFFF))
+    return old
+
 
 cdef struct HeapEnt:
     double pri
-    int64_t stamp
-    int64_t slot
+    uint32_t stamp
+    int32_t slot
+
+
+cdef inline bint ent_less(const HeapEnt* a, const HeapEnt* b) noexcept nogil:
+    return a.pri < b.pri or (a.pri == b.pri and a.stamp < b.stamp)
 
 
 cdef class GDSF(Policy):
-    """See the module docstring.  ``heap[0]`` holds the lowest (priority, stamp); keys live in the
-    heap entries themselves so a sift touches contiguous memory."""
+    """See the module docstring.  Invariants: ``heap[0 .. n_heap)`` is a 4-ary min-heap on
+    (priority, stamp) (children of ``i``: ``4i+1 .. 4i+4``); ``pos[heap[i].slot] == i``; the live
+    stamps are distinct and below ``clock + 1``."""
 
+    cdef HeapEnt* heap_raw
     cdef HeapEnt* heap
     cdef int32_t* pos
     cdef int32_t* freq
-    cdef int32_t* stack
     cdef int64_t n_heap
     cdef int64_t clock
+    cdef int64_t stamp_limit
+    cdef readonly int64_t n_renumber
     cdef readonly double L
     cdef readonly bint cost_aware
 
     def __cinit__(self, int64_t capacity, bint cost_aware=False, *args, **kwargs):
-        self.heap = <HeapEnt*>malloc(capacity * sizeof(HeapEnt))
-        self.pos = <int32_t*>malloc(capacity * sizeof(int32_t))
-        self.freq = <int32_t*>malloc(capacity * sizeof(int32_t))
-        self.stack = <int32_t*>malloc(capacity * sizeof(int32_t))
-        if self.heap == NULL or self.pos == NULL or self.freq == NULL or self.stack == NULL:
+        # NOTE: entry 0 sits 48 bytes into a 64-byte line, so entries 4i+1 .. 4i+4 (the children
+        # of i) fill exactly one line.
+        if posix_memalign(<void**>&self.heap_raw, 64, (capacity + 4) * sizeof(HeapEnt)) != 0:
+            self.heap_raw = NULL
+        self.heap = self.heap_raw + 3 if self.heap_raw != NULL else NULL
+        self.pos = <int32_t*>malloc(max(capacity, 1) * sizeof(int32_t))
+        self.freq = <int32_t*>malloc(max(capacity, 1) * sizeof(int32_t))
+        if self.heap_raw == NULL or self.pos == NULL or self.freq == NULL:
             raise MemoryError(f"cannot allocate a GDSF cache of {capacity} slots")
         self.n_heap = 0
         self.clock = 0
+        # NOTE: a renumbering leaves the stamps 0 .. n-1: the limit must leave room above that.
+        self.stamp_limit = max(_stamp_limit, capacity + 1)
+        self.n_renumber = 0
         self.L = 0.0
         self.cost_aware = cost_aware
 
     def __dealloc__(self):
-        free(self.heap)
+        free(self.heap_raw)
         free(self.pos)
         free(self.freq)
-        free(self.stack)
-
-    @staticmethod
-    cdef inline bint _less(const HeapEnt* a, const HeapEnt* b) noexcept nogil:
-        if a.pri != b.pri:
-            return a.pri < b.pri
-        return a.stamp < b.stamp
 
     cdef void _up(self, int64_t i, HeapEnt e) noexcept nogil:
         """Place ``e`` at hole ``i``, sifting it towards the root."""
         cdef int64_t parent
+        cdef HeapEnt* heap = self.heap
         while i > 0:
-            parent = (i - 1) >> 1
-            if not GDSF._less(&e, &self.heap[parent]):
+            parent = (i - 1) >> 2
+            if not ent_less(&e, &heap[parent]):
                 break
-            self.heap[i] = self.heap[parent]
-            self.pos[self.heap[i].slot] = <int32_t>i
+            heap[i] = heap[parent]
+            self.pos[heap[i].slot] = <int32_t>i
             i = parent
-        self.heap[i] = e
+        heap[i] = e
         self.pos[e.slot] = <int32_t>i
 
     cdef void _down(self, int64_t i, HeapEnt e) noexcept nogil:
         """Place ``e`` at hole ``i``, sifting it towards the leaves."""
-        cdef int64_t child, n = self.n_heap
+        cdef int64_t c, m, last, n = self.n_heap
+        cdef HeapEnt* heap = self.heap
         while True:
-            child = 2 * i + 1
-            if child >= n:
+            c = 4 * i + 1
+            if c >= n:
                 break
-            if child + 1 < n and GDSF._less(&self.heap[child + 1], &self.heap[child]):
-                child += 1
-            if not GDSF._less(&self.heap[child], &e):
+            m = c
+            last = c + 3 if c + 3 < n else n - 1
+            c += 1
+            while c <= last:
+                if ent_less(&heap[c], &heap[m]):
+                    m = c
+                c += 1
+            if not ent_less(&heap[m], &e):
                 break
-            self.heap[i] = self.heap[child]
-            self.pos[self.heap[i].slot] = <int32_t>i
-            i = child
-        self.heap[i] = e
+            heap[i] = heap[m]
+            self.pos[heap[i].slot] = <int32_t>i
+            i = m
+        heap[i] = e
         self.pos[e.slot] = <int32_t>i
-
-    cdef inline void _push(self, HeapEnt e) noexcept nogil:
-        self.n_heap += 1
-        self._up(self.n_heap - 1, e)
 
     cdef inline HeapEnt _pop(self) noexcept nogil:
         cdef HeapEnt top = self.heap[0]
@@ -123,21 +156,69 @@ cdef class GDSF(Policy):
             self._up(i, self.heap[i])
         self.pos[slot] = -1
 
+    cdef void _renumber(self) noexcept nogil:
+        """Give the live entries the stamps ``0 .. n-1`` in their current stamp order (so every
+        comparison stays the same) and restart the clock at ``n``.  ``pos`` serves as the
+        scratch array of heap indices (a heapsort by stamp) and is rebuilt afterwards."""
+        cdef int64_t n = self.n_heap, i, end, root, child
+        cdef int32_t* idx = self.pos
+        cdef HeapEnt* heap = self.heap
+        cdef int32_t t
+        for i in range(n):
+            idx[i] = <int32_t>i
+        # heapsort of idx[0 .. n) by heap[idx[.]].stamp, ascending (a binary max-heap)
+        i = n // 2
+        end = n
+        while end > 1:
+            if i > 0:
+                i -= 1
+                root = i
+            else:
+                end -= 1
+                t = idx[end]
+                idx[end] = idx[0]
+                idx[0] = t
+                root = 0
+            while True:
+                child = 2 * root + 1
+                if child >= end:
+                    break
+                if child + 1 < end and heap[idx[child + 1]].stamp > heap[idx[child]].stamp:
+                    child += 1
+                if heap[idx[child]].stamp > heap[idx[root]].stamp:
+                    t = idx[child]
+                    idx[child] = idx[root]
+                    idx[root] = t
+                    root = child
+                else:
+                    break
+        for i in range(n):
+            heap[idx[i]].stamp = <uint32_t>i
+        for i in range(n):
+            self.pos[heap[i].slot] = <int32_t>i
+        self.clock = n
+        self.n_renumber += 1
+
+    cdef inline uint32_t _next_stamp(self) noexcept nogil:
+        if self.clock >= self.stamp_limit:
+            self._renumber()
+        self.clock += 1
+        return <uint32_t>self.clock
+
     cdef inline double _weight(self, const Access* acc) noexcept nogil:
         if self.cost_aware:
             return <double>(acc.cost if acc.cost > 1 else 1)
         return 1.0e6
 
     cdef void hit(self, int64_t slot, const Access* acc) noexcept nogil:
-        cdef int64_t i = self.pos[slot]
+        cdef int64_t i
         cdef HeapEnt e
         self.freq[slot] += 1
-        self.clock += 1
+        e.stamp = self._next_stamp()
         e.pri = self.L + <double>self.freq[slot] * self._weight(acc)
-        e.stamp = self.clock
-        e.slot = slot
+        e.slot = <int32_t>slot
         # NOTE: without cost-aware the key only grows (L never falls), so only _down moves it.
-        self._down(i, e)
+        self._down(self.pos[slot], e)
         i = self.pos[slot]
         self._up(i, self.heap[i])
 
@@ -145,43 +226,74 @@ cdef class GDSF(Policy):
         cdef int64_t slot = self._take_slot(acc.block_id)
         cdef HeapEnt e
         self.freq[slot] = 1
-        self.clock += 1
+        e.stamp = self._next_stamp()
         e.pri = self.L + self._weight(acc)
-        e.stamp = self.clock
-        e.slot = slot
-        self._push(e)
+        e.slot = <int32_t>slot
+        self.n_heap += 1
+        self._up(self.n_heap - 1, e)
         return slot
 
+    cdef int64_t _min_unpinned(self) noexcept nogil:
+        """Heap index of the lowest unpinned entry, the root being pinned; -1 if none.
+
+        NOTE: it is an unpinned child of a pinned node that is reachable from the root through
+        pinned nodes only.  That pinned region (the request's own blocks, usually few) is walked
+        depth first without a stack: down to a node's first pinned child, else on to the next
+        pinned sibling of the node or of its nearest ancestor that has one."""
+        cdef int64_t n = self.n_heap, best = -1, cur = 0, c, first, last, j
+        cdef const HeapEnt* heap = self.heap
+        cdef const uint16_t* pins = self.pins
+        while True:
+            # the children of cur: unpinned ones are candidates, the first pinned one is next
+            first = -1
+            c = 4 * cur + 1
+            last = c + 3 if c + 3 < n else n - 1
+            while c <= last:
+                if pins[heap[c].slot] > 0:
+                    if first < 0:
+                        first = c
+                elif best < 0 or ent_less(&heap[c], &heap[best]):
+                    best = c
+                c += 1
+            if first >= 0:
+                cur = first
+                continue
+            # no pinned child: the next pinned sibling of cur or of an ancestor
+            while cur > 0:
+                last = ((cur - 1) >> 2) * 4 + 4
+                if last > n - 1:
+                    last = n - 1
+                j = cur + 1
+                while j <= last and pins[heap[j].slot] == 0:
+                    j += 1
+                if j <= last:
+                    cur = j
+                    break
+                cur = (cur - 1) >> 2
+            if cur == 0:
+                return best
+
     cdef int64_t evict(self, const Access* acc) noexcept nogil:
-        cdef int64_t n = self.n_heap, top = 0, best = -1, i, c, k
+        cdef int64_t best = -1, victim
         cdef HeapEnt e
-        if n == 0:
+        if self.n_heap == 0:
             return 0
         if self.pins[self.heap[0].slot] > 0:
-            # NOTE: the lowest unpinned key is an unpinned child of a pinned node reachable from
-            # the root through pinned nodes only; walk that pinned region (the request's own
-            # blocks, usually few) instead of popping it aside.
-            self.stack[0] = 0
-            top = 1
-            while top > 0:
-                top -= 1
-                i = self.stack[top]
-                for k in range(2):
-                    c = 2 * i + 1 + k
-                    if c >= n:
-                        break
-                    if self.pins[self.heap[c].slot] > 0:
-                        self.stack[top] = <int32_t>c
-                        top += 1
-                    elif best < 0 or GDSF._less(&self.heap[c], &self.heap[best]):
-                        best = c
+            best = self._min_unpinned()
         if best < 0:
+            # NOTE: start loading the victim's base table entry before the sift, which hides it.
+            slotmap_prefetch(&self.table, self.slot_ids[self.heap[0].slot])
             e = self._pop()          # the minimum (best effort when everything is pinned)
         else:
             e = self.heap[best]
             self._delete(e.slot)
         self.L = e.pri
-        return self._drop_slot(e.slot)
+        victim = self._drop_slot(e.slot)
+        if self.n_heap > 0:
+            # NOTE: evictions come in runs (a request's misses): the next root is the next victim.
+            __builtin_prefetch(&self.pins[self.heap[0].slot])
+            __builtin_prefetch(&self.slot_ids[self.heap[0].slot])
+        return victim
 
     cdef void remove(self, int64_t slot) noexcept nogil:
         self._delete(slot)
@@ -194,6 +306,15 @@ cdef class GDSF(Policy):
                  for i in range(self.n_heap)]
         items.sort()
         return [(b, p) for p, _, b in items]
+
+    def check_heap(self) -> None:
+        """Assert the heap and position invariants (tests)."""
+        cdef int64_t i
+        for i in range(1, self.n_heap):
+            assert not ent_less(&self.heap[i], &self.heap[(i - 1) >> 2]), i
+        for i in range(self.n_heap):
+            assert self.pos[self.heap[i].slot] == i, i
+        assert len({self.heap[i].stamp for i in range(self.n_heap)}) == self.n_heap
 
 
 def make(capacity: int, params: dict) -> GDSF:

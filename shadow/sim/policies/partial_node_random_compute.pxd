@@ -53,6 +53,10 @@ cdef class PartialNodeRandomCompute(Policy):
     cdef int32_t* cand
     cdef double* cand_score
     cdef bint forced               # the last sample had only pinned tails (best effort)
+    # NOTE: a variant's per-node score array, prefetched at pf_node + node * pf_node_stride for
+    # every draw (NULL: none), so that its score inputs load with the base's.
+    cdef const char* pf_node
+    cdef int64_t pf_node_stride
 
     cdef inline int64_t _cost(self, int64_t slot) noexcept nogil:
         if self.s_cost64 != NULL:

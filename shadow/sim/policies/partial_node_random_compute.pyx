@@ -30,13 +30,28 @@ overrides only the hooks listed there (``_score_cands``, ``_new_node``, ``_touch
 ``partial_node_random_freq`` does.
 """
 
-from libc.stdint cimport int64_t, int32_t, uint64_t, INT32_MIN, INT32_MAX
+from libc.stdint cimport int64_t, int32_t, uint16_t, uint64_t, INT32_MIN, INT32_MAX
 from libc.stdlib cimport malloc, realloc, free
 
 from shadow.errors import ShadowError
 from shadow.sim.policy cimport Policy, Access, RequestCtx
 from shadow.sim.policies.random_compute cimport (Dense, dense_init, dense_free, dense_add, dense_del,
-                                                 rng_below)
+                                                 rng_next)
+
+cdef extern from *:
+    void __builtin_prefetch(const void* addr) noexcept nogil
+
+# NOTE: below this many live nodes the per-node arrays sit in L2 and the passes cost more than
+# they hide; one draw at a time then (the same draws either way).  Lowered only by tests.
+cdef int64_t _pass_min_nodes = 16384
+
+
+def set_pass_min_nodes(n: int) -> int:
+    """Set the live-node count from which draws are made in passes (tests); return the old one."""
+    global _pass_min_nodes
+    old = _pass_min_nodes
+    _pass_min_nodes = max(0, int(n))
+    return old
 
 DEFAULTS = "n-sample=128,eviction-mode=micro,micro-batch=64,seed=1"
 HONOURS_PINS = True
@@ -73,6 +88,8 @@ cdef class PartialNodeRandomCompute(Policy):
         self.cand_score = <double*>malloc(n_sample * sizeof(double))
         self.touched = NULL
         self.touched_cap = 0
+        self.pf_node = NULL
+        self.pf_node_stride = 0
         if (self.s_node == NULL or self.s_up == NULL or self.s_down == NULL or self.s_pos == NULL
                 or self.s_cost32 == NULL or self.n_tail == NULL or self.n_stamp == NULL
                 or self.n_mark == NULL or self.n_deep == NULL or self.cand == NULL
@@ -228,19 +245,56 @@ cdef class PartialNodeRandomCompute(Policy):
         return slot
 
     cdef int64_t _draw(self, int64_t now) noexcept nogil:
-        cdef int64_t nc = 0, attempts = 0, limit = 4 * self.n_sample, i
-        cdef int32_t nd
+        cdef int64_t nc = 0, attempts = 0, n_sample = self.n_sample, limit = 4 * n_sample, i, x
+        cdef int32_t nd, t
         cdef Dense* d = &self.nodes
+        cdef int32_t* cand = self.cand
+        cdef const int32_t* n_tail = self.n_tail
+        cdef const uint16_t* pins = self.pins
+        cdef const char* pf_node = self.pf_node
+        cdef int64_t pf_node_stride = self.pf_node_stride
+        cdef uint64_t rng = self.rng
         self.forced = False
         if d.n == 0:
             return 0
-        while nc < self.n_sample and attempts < limit:
+        # NOTE: the first n_sample draws are always made (limit >= n_sample) and are independent
+        # of each other: make them in passes so that the random loads of a pass are all in flight
+        # at once (index -> item; node -> tail, stamp and the variant's per-node array; tail ->
+        # pin and cost), then keep the draws whose tail is unpinned, in draw order.  Same draws,
+        # same order as one draw at a time.
+        if d.n >= _pass_min_nodes:
+            for i in range(n_sample):
+                x = <int64_t>(((rng_next(&rng) >> 32) * <uint64_t>d.n) >> 32)
+                cand[i] = <int32_t>x
+                __builtin_prefetch(&d.items[x])
+            for i in range(n_sample):
+                nd = d.items[cand[i]]
+                cand[i] = nd
+                __builtin_prefetch(&n_tail[nd])
+                __builtin_prefetch(&self.n_stamp[nd])
+                if pf_node != NULL:
+                    __builtin_prefetch(pf_node + nd * pf_node_stride)
+            for i in range(n_sample):
+                t = n_tail[cand[i]]
+                __builtin_prefetch(&pins[t])
+                if self.s_cost64 != NULL:
+                    __builtin_prefetch(&self.s_cost64[t])
+                else:
+                    __builtin_prefetch(&self.s_cost32[t])
+            for i in range(n_sample):
+                nd = cand[i]
+                if pins[n_tail[nd]] == 0:
+                    cand[nc] = nd
+                    nc += 1
+            attempts = n_sample
+        while nc < n_sample and attempts < limit:
             attempts += 1
-            nd = d.items[rng_below(&self.rng, d.n)]
-            if self.pins[self.n_tail[nd]] > 0:
+            nd = d.items[<int64_t>(((rng_next(&rng) >> 32) * <uint64_t>d.n) >> 32)]
+            if pins[n_tail[nd]] > 0:
                 continue
-            self.cand[nc] = nd
+            cand[nc] = nd
             nc += 1
+        self.rng = rng
         if nc == 0:
             for i in range(d.n):
                 nd = d.items[i]
@@ -270,6 +324,11 @@ cdef class PartialNodeRandomCompute(Policy):
             if self.pins[s] > 0 and not (force and got == 0):
                 break
             up = self.s_up[s]
+            if up >= 0:
+                # NOTE: the chain's next block is the next victim: load it while this one goes.
+                __builtin_prefetch(&self.pins[up])
+                __builtin_prefetch(&self.slot_ids[up])
+                __builtin_prefetch(&self.s_up[up])
             out[got] = self._drop_slot(s)
             got += 1
             if up < 0:

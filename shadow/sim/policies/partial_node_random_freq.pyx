@@ -40,6 +40,8 @@ cdef class PartialNodeRandomFreq(PartialNodeRandomCompute):
         self.n_freq = <int64_t*>malloc(capacity * sizeof(int64_t))
         if self.n_freq == NULL:
             raise MemoryError(f"cannot allocate a cache of {capacity} slots")
+        self.pf_node = <const char*>self.n_freq
+        self.pf_node_stride = sizeof(int64_t)
 
     def __dealloc__(self):
         free(self.n_freq)
