@@ -173,8 +173,20 @@ def check_dashboard(prom: PrometheusServer) -> list[str]:
 
 def check_fidelity(prom: PrometheusServer) -> None:
     """Requests were sent one at a time: the shadow vllm policy at the engine's capacity matches."""
-    err = prom.query("shadow:vllm_fidelity_error:rate5m")
-    assert len(err) == 1 and abs(float(err[0]["value"][1])) < 0.05, err
+    last: list = []
+
+    def close_enough() -> bool:
+        last[:] = prom.query("shadow:vllm_fidelity_error:rate5m")
+        return len(last) == 1 and abs(float(last[0]["value"][1])) < 0.05
+
+    # NOTE: settled() waits for the shadow's counters only; vLLM's own prefix-cache counters reach
+    # its /metrics through the engine's stats path and may trail by a scrape or two on a loaded
+    # machine (a CI run saw +0.061 once, the same code 0.0 on rerun).  A real mismatch persists:
+    # wait for the recorded error to come within bounds, and fail with its last value if it never does.
+    try:
+        prom.wait_for("the vllm policy's fidelity error within 0.05", close_enough, timeout_s=45)
+    except TimeoutError:
+        raise AssertionError(f"fidelity error stayed >= 0.05: {last}") from None
     # NOTE: only a *firing* alert counts.  The alert may be pending for a moment at start-up: the
     # shadow's per-cache series appear with the first request while vLLM's counters exist from 0,
     # so early rate() windows differ; `for: 15m` in rules.yml exists to absorb exactly that.
