@@ -146,78 +146,74 @@ cdef inline bint idmap_del(IdMap* m, int64_t key) noexcept nogil:
     return True
 
 
-# ---- SlotMap: the resident table of a Policy (keys live in the slot array) ----
+# ---- SlotMap: the resident table of a Policy (4 B entries, keys live in the slot array) ----
 
 cdef struct SlotMap:
-    uint32_t* e        # narrow layout (NULL if wide): 0 = empty; else (fingerprint << sbits) | (slot + 1)
-    uint64_t* w        # wide layout (NULL if narrow): 0 = empty; else (hash >> 32) << 32 | (slot + 1)
-    uint64_t size      # number of entries (narrow: about 4 * capacity, load <= 1/4; wide: 2 * capacity)
+    uint32_t* e        # 0 = empty; else (fingerprint << sbits) | (slot + 1)
+    uint64_t size      # number of entries (about 4 * capacity: load <= 1/4)
     int64_t n
     uint32_t sbits     # bits of ``slot + 1`` (capacity < 2**sbits); the fingerprint has the rest
     uint32_t smask     # (1 << sbits) - 1
-    bint fp_home       # narrow only: the fingerprint alone gives the home (see slotmap_alloc)
-    bint wide          # 8-byte entries at load 1/2 (tables too large for fp_home)
+    bint fp_home       # the fingerprint alone gives the home (small tables; see slotmap_init)
 
 
-# NOTE: two layouts, 16 B per slot each, chosen once per table (slotmap_alloc):
-# * narrow (small tables, up to ~11k slots): 4-byte entries at load 1/4, fingerprint = the top
-#   bits of the key's hash and home = fingerprint scaled to the table, so deletion recomputes any
-#   entry's home without reading its key.  Nearly every access of a simulated cache probes for an
-#   absent id (a miss) and every eviction deletes one; the probe and the backward shift end at the
-#   first empty entry, and their length falls from 2.5 to 1.2 entries against load 1/2.  A minimal
-#   LRU over the bench trace ran 28 M/s with 8-byte entries and 38-40 M/s with these (8k slots).
-# * wide (larger tables): 8-byte entries at load 1/2, the high half the hash's top 32 bits (which
-#   also give the home), the low half ``slot + 1``.  A 4-byte entry has too few fingerprint bits
-#   left to give the home of a large table, and its deletion then had to read a moved entry's key
-#   from ``slot_ids`` (a random cache miss per entry considered: ~60% of random_compute's
-#   eviction at 512k slots).  The wide entries' longer probes stay mostly within one 64-byte line
-#   (8 entries), and a delete never reads a key.
+# NOTE: why 4-byte entries at load 1/4 and not 8-byte ones at 1/2 (same 16 B per slot): nearly
+# every access of a simulated cache probes for an absent id (a miss) and every eviction deletes
+# one; the probe and the backward shift end at the first empty entry, and their length (and its
+# unpredictable branches) falls from 2.5 to 1.2 entries on average.  A minimal LRU over the bench
+# trace ran 28 M/s with the former layout and 38-40 M/s with this one.
+#
+# Two ways to find an entry's home, chosen once per table:
+# * fp_home (small tables, fingerprint bits >= 2 + log2(size)): fingerprint = the top bits of the
+#   key's hash and home = fingerprint scaled to the table, so deletion recomputes any entry's home
+#   without reading its key;
+# * otherwise home = the hash's top 32 bits scaled to the table, fingerprint = bits of its low
+#   half, and deletion reads a moved entry's key from ``slot_ids`` (about 0.3 reads per delete).
+#
+# NOTE: tried and measured (engineer I4, 2026-12-02): above the fp_home limit, 8-byte entries at
+# load 1/2 (32-bit fingerprint = the hash's top bits, which also give the home; 32-bit slot + 1;
+# 16 B per slot), so that deletion never reads a key.  It was slower, not faster: loop-only CPU
+# medians of 3 alternated runs against this layout, 128k / 512k slots: lru x0.87 / x0.69, s3fifo
+# x0.72 / x0.93, gdsf x0.68 / x1.01, random_compute x0.94 / x0.97 (with a second prefetch of the
+# next line).  A miss's probe (~2.5 entries instead of ~1.4) costs more than the ~0.3 key reads
+# per delete it saves; the resident table is probed far more often than it is shifted.
 
 cdef inline uint64_t slotmap_hash(int64_t key) noexcept nogil:
     return (<uint64_t>key) * <uint64_t>0x9E3779B97F4A7C15ULL
 
 
 cdef inline uint32_t slotmap_fp(const SlotMap* m, uint64_t h) noexcept nogil:
-    """Narrow layout's fingerprint of a key with hash ``h`` (fp_home tables)."""
-    return <uint32_t>(h >> (32 + m.sbits))
+    if m.fp_home:
+        return <uint32_t>(h >> (32 + m.sbits))
+    return (<uint32_t>h) >> m.sbits
 
 
 cdef inline uint64_t slotmap_home(const SlotMap* m, uint64_t h) noexcept nogil:
     """Home entry of a key with hash ``h``."""
-    if m.wide:
-        return ((h >> 32) * m.size) >> 32
-    return ((h >> (32 + m.sbits)) * m.size) >> (32 - m.sbits)
+    if m.fp_home:
+        return ((h >> (32 + m.sbits)) * m.size) >> (32 - m.sbits)
+    return ((h >> 32) * m.size) >> 32
+
+
+cdef inline uint64_t slotmap_entry_home(const SlotMap* m, const int64_t* slot_ids,
+                                        uint32_t e) noexcept nogil:
+    """Home of the stored entry ``e`` (reads its key only without ``fp_home``)."""
+    if m.fp_home:
+        return ((<uint64_t>(e >> m.sbits)) * m.size) >> (32 - m.sbits)
+    return slotmap_home(m, slotmap_hash(slot_ids[<int64_t>(e & m.smask) - 1]))
 
 
 cdef inline void slotmap_prefetch(const SlotMap* m, int64_t key) noexcept nogil:
-    if m.wide:
-        SHADOW_PREFETCH(&m.w[slotmap_home(m, slotmap_hash(key))])
-    else:
-        SHADOW_PREFETCH(&m.e[slotmap_home(m, slotmap_hash(key))])
+    SHADOW_PREFETCH(&m.e[slotmap_home(m, slotmap_hash(key))])
 
 
 cdef inline int64_t slotmap_get(const SlotMap* m, const int64_t* slot_ids, int64_t key) noexcept nogil:
     """Slot holding ``key`` (``slot_ids[slot] == key``), or -1.  Read-only."""
     cdef uint64_t h = slotmap_hash(key)
+    cdef uint32_t fp = slotmap_fp(m, h)
     cdef uint64_t i = slotmap_home(m, h)
-    cdef uint32_t fp
     cdef uint32_t e
-    cdef uint64_t x
     cdef int64_t s
-    if m.wide:
-        fp = <uint32_t>(h >> 32)
-        while True:
-            x = m.w[i]
-            if x == 0:
-                return -1
-            if <uint32_t>(x >> 32) == fp:
-                s = <int64_t>(<uint32_t>x) - 1
-                if slot_ids[s] == key:
-                    return s
-            i += 1
-            if i == m.size:
-                i = 0
-    fp = slotmap_fp(m, h)
     while True:
         e = m.e[i]
         if e == 0:
@@ -235,64 +231,21 @@ cdef inline void slotmap_put(SlotMap* m, int64_t key, int64_t slot) noexcept nog
     """Add ``key`` -> ``slot``; the caller guarantees ``key`` is absent and ``n < size``."""
     cdef uint64_t h = slotmap_hash(key)
     cdef uint64_t i = slotmap_home(m, h)
-    if m.wide:
-        while m.w[i] != 0:
-            i += 1
-            if i == m.size:
-                i = 0
-        m.w[i] = ((h >> 32) << 32) | <uint64_t>(slot + 1)
-    else:
-        while m.e[i] != 0:
-            i += 1
-            if i == m.size:
-                i = 0
-        m.e[i] = (slotmap_fp(m, h) << m.sbits) | <uint32_t>(slot + 1)
-    m.n += 1
-
-
-cdef inline void _slotmap_del_wide(SlotMap* m, uint64_t h, int64_t slot) noexcept nogil:
-    cdef uint64_t i = slotmap_home(m, h)
-    cdef uint64_t want = ((h >> 32) << 32) | <uint64_t>(slot + 1)
-    cdef uint64_t j, hm, x
-    while m.w[i] != want:
-        if m.w[i] == 0:
-            return
+    while m.e[i] != 0:
         i += 1
         if i == m.size:
             i = 0
-    j = i
-    while True:
-        j += 1
-        if j == m.size:
-            j = 0
-        x = m.w[j]
-        if x == 0:
-            break
-        hm = ((x >> 32) * m.size) >> 32
-        # NOTE: as in idmap_del: the entry at j moves back to the hole at i unless its home is
-        # cyclically within (i, j].
-        if i <= j:
-            if i < hm and hm <= j:
-                continue
-        else:
-            if i < hm or hm <= j:
-                continue
-        m.w[i] = x
-        i = j
-    m.w[i] = 0
-    m.n -= 1
+    m.e[i] = (slotmap_fp(m, h) << m.sbits) | <uint32_t>(slot + 1)
+    m.n += 1
 
 
 cdef inline void slotmap_del(SlotMap* m, const int64_t* slot_ids, int64_t key,
                              int64_t slot) noexcept nogil:
     """Remove the entry of ``key`` in ``slot`` (it must be present): found by slot, not by key.
 
-    Reads no key: ``slot_ids`` is not used (kept in the signature for the callers).
+    ``slot_ids`` must still hold the other resident keys (``slot``'s own is never read).
     """
     cdef uint64_t h = slotmap_hash(key)
-    if m.wide:
-        _slotmap_del_wide(m, h, slot)
-        return
     cdef uint64_t i = slotmap_home(m, h)
     cdef uint32_t want = (slotmap_fp(m, h) << m.sbits) | <uint32_t>(slot + 1)
     cdef uint64_t j, hm
@@ -311,7 +264,7 @@ cdef inline void slotmap_del(SlotMap* m, const int64_t* slot_ids, int64_t key,
         e = m.e[j]
         if e == 0:
             break
-        hm = ((<uint64_t>(e >> m.sbits)) * m.size) >> (32 - m.sbits)
+        hm = slotmap_entry_home(m, slot_ids, e)
         # NOTE: as in idmap_del: the entry at j moves back to the hole at i unless its home is
         # cyclically within (i, j].
         if i <= j:

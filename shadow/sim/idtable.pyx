@@ -22,31 +22,24 @@ cdef int idmap_init(IdMap* m, int64_t capacity) except -1 nogil:
 
 
 cdef int slotmap_alloc(SlotMap* m, int64_t capacity) noexcept nogil:
-    """Size an empty table for ``capacity`` slots, 16 B/slot: narrow (4-byte entries, about 4
-    per slot, load <= 1/4) if the fingerprint can give the home, else wide (8-byte entries, 2 per
-    slot, load <= 1/2).  -1 (and no array) if out of memory."""
+    """Size an empty table for ``capacity`` slots: about 4 entries per slot (load <= 1/4),
+    16 B/slot.  -1 (and ``m.e`` NULL) if out of memory."""
     cdef uint64_t size = <uint64_t>(4 * capacity if capacity > 4 else 16)
     cdef uint32_t sbits = 1
+    # NOTE: Lemire's reduction multiplies a 32-bit hash by the size: keep it below 2**32
+    # (a cache of more than 2**30 slots then runs at a load above 1/4).
+    if size > 0xFFFFFFFFULL:
+        size = 0xFFFFFFFFULL
     while (<uint64_t>1 << sbits) <= <uint64_t>capacity:
         sbits += 1
     m.sbits = sbits
     m.smask = <uint32_t>((<uint64_t>1 << sbits) - 1)
-    m.e = NULL
-    m.w = NULL
-    m.n = 0
-    # NOTE: the narrow fingerprint has 32 - sbits bits; with at least 2 more than the size needs,
-    # homes derived from it alone are spread evenly enough (up to ~11k slots).
+    # NOTE: the fingerprint has 32 - sbits bits; with at least 2 more than the size needs, homes
+    # derived from it alone are spread evenly enough (up to ~16k slots).
     m.fp_home = sbits < 32 and (<uint64_t>1 << (32 - sbits)) >= 4 * size
-    m.wide = not m.fp_home
-    if m.wide:
-        # NOTE: Lemire's reduction multiplies the hash's top 32 bits by the size: it stays below
-        # 2**32 because capacity < 2**31.
-        size = <uint64_t>(2 * capacity)
-        m.size = size
-        m.w = <uint64_t*>shadow_big_calloc(size, sizeof(uint64_t))
-        return -1 if m.w == NULL else 0
-    m.size = size
     m.e = <uint32_t*>shadow_big_calloc(size, sizeof(uint32_t))
+    m.size = size
+    m.n = 0
     return -1 if m.e == NULL else 0
 
 
@@ -59,9 +52,7 @@ cdef int slotmap_init(SlotMap* m, int64_t capacity) except -1 nogil:
 
 cdef void slotmap_free(SlotMap* m) noexcept nogil:
     free(m.e)
-    free(m.w)
     m.e = NULL
-    m.w = NULL
     m.n = 0
 
 
@@ -134,8 +125,8 @@ cdef class SlotTable:
         return self.m.n
 
     @property
-    def wide(self) -> bool:
-        return bool(self.m.wide)
+    def fp_home(self) -> bool:
+        return bool(self.m.fp_home)
 
     @property
     def size(self) -> int:
@@ -167,30 +158,22 @@ cdef class SlotTable:
         crossing an empty entry, and holds the key's fingerprint and a live slot."""
         cdef uint64_t i, j, h, home
         cdef int64_t s, key, count = 0
+        cdef uint32_t e
         for i in range(self.m.size):
-            if self.m.wide:
-                if self.m.w[i] == 0:
-                    continue
-                s = <int64_t>(<uint32_t>self.m.w[i]) - 1
-            else:
-                if self.m.e[i] == 0:
-                    continue
-                s = <int64_t>(self.m.e[i] & self.m.smask) - 1
+            e = self.m.e[i]
+            if e == 0:
+                continue
+            s = <int64_t>(e & self.m.smask) - 1
             count += 1
             assert 0 <= s < self.capacity and self.ids[s] != 0, f"entry {i}: dead slot {s}"
             key = self.ids[s]
             h = slotmap_hash(key)
             home = slotmap_home(&self.m, h)
-            if self.m.wide:
-                assert (self.m.w[i] >> 32) == (h >> 32), f"entry {i}: wrong fingerprint"
-            else:
-                assert (self.m.e[i] >> self.m.sbits) == slotmap_fp(&self.m, h), f"entry {i}: wrong fingerprint"
+            assert (e >> self.m.sbits) == slotmap_fp(&self.m, h), f"entry {i}: wrong fingerprint"
+            assert slotmap_entry_home(&self.m, self.ids, e) == home, f"entry {i}: wrong home"
             j = home
             while j != i:
-                if self.m.wide:
-                    assert self.m.w[j] != 0, f"entry {i}: empty entry {j} after its home {home}"
-                else:
-                    assert self.m.e[j] != 0, f"entry {i}: empty entry {j} after its home {home}"
+                assert self.m.e[j] != 0, f"entry {i}: empty entry {j} after its home {home}"
                 j += 1
                 if j == self.m.size:
                     j = 0

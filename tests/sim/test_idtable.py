@@ -1,4 +1,4 @@
-"""The resident table (SlotMap) in both layouts, against a dict, through idtable.SlotTable."""
+"""The resident table (SlotMap), with and without fp_home, against a dict, through idtable.SlotTable."""
 
 import random
 
@@ -7,13 +7,13 @@ import pytest
 from shadow.sim.idtable import SlotTable
 
 
-def test_layout_by_capacity() -> None:
-    # NOTE: narrow 4-byte entries (load 1/4) while the fingerprint can give the home, wide
-    # 8-byte entries (load 1/2) above: 16 B per slot either way.
-    for capacity, wide in ((1, False), (8192, False), (11000, False), (20000, True), (1 << 19, True)):
+def test_home_from_fingerprint_only_in_small_tables() -> None:
+    # NOTE: 4-byte entries at load 1/4 (16 B per slot); the fingerprint alone gives the home
+    # only while it has 2 bits more than the table size needs (up to ~11k slots).
+    for capacity, fp_home in ((1, True), (8192, True), (11000, True), (20000, False), (1 << 19, False)):
         t = SlotTable(capacity)
-        assert t.wide is wide, capacity
-        assert t.size * (8 if wide else 4) <= 16 * max(capacity, 4)
+        assert t.fp_home is fp_home, capacity
+        assert t.size * 4 <= 16 * max(capacity, 4)
 
 
 @pytest.mark.parametrize("capacity", [5, 300, 8192, 20000, 70000])
@@ -55,7 +55,7 @@ def test_random_churn_matches_dict(capacity: int) -> None:
         assert t.get(key) == slot
 
 
-def test_full_wide_table_drains() -> None:
+def test_full_large_table_drains() -> None:
     capacity = 40000
     t = SlotTable(capacity)
     keys = random.Random(1).sample(range(1, 1 << 62), capacity)
