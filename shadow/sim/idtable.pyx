@@ -97,3 +97,84 @@ cdef class IdTable:
 
     def py_delete(self, key: int) -> bool:
         return idmap_del(&self.m, key)
+
+
+cdef class SlotTable:
+    """A :c:type:`SlotMap` with its own ``slot_ids`` array, for tests: ``put`` stores a key in a
+    given slot, ``get`` returns its slot or -1, ``delete`` removes it, ``check`` verifies the
+    probing invariant over the whole table.
+    """
+    cdef SlotMap m
+    cdef int64_t* ids
+    cdef readonly int64_t capacity
+
+    def __cinit__(self, int64_t capacity):
+        if capacity <= 0 or capacity >= (1 << 31) - 1:
+            raise ValueError(f"SlotTable capacity out of range: {capacity}")
+        self.capacity = capacity
+        self.ids = <int64_t*>calloc(capacity, sizeof(int64_t))
+        if self.ids == NULL:
+            raise MemoryError(f"cannot allocate {capacity} slot ids")
+        slotmap_init(&self.m, capacity)
+
+    def __dealloc__(self):
+        slotmap_free(&self.m)
+        free(self.ids)
+
+    def __len__(self) -> int:
+        return self.m.n
+
+    @property
+    def fp_home(self) -> bool:
+        return bool(self.m.fp_home)
+
+    @property
+    def size(self) -> int:
+        return self.m.size
+
+    def get(self, key: int) -> int:
+        return slotmap_get(&self.m, self.ids, key)
+
+    def put(self, key: int, slot: int) -> None:
+        if not 0 <= slot < self.capacity or self.ids[slot] != 0:
+            raise ValueError(f"slot {slot} is out of range or taken")
+        if key == 0 or slotmap_get(&self.m, self.ids, key) >= 0:
+            raise ValueError(f"key {key} is reserved or present")
+        self.ids[slot] = key
+        slotmap_put(&self.m, key, slot)
+
+    def delete(self, slot: int) -> None:
+        cdef int64_t key
+        if not 0 <= slot < self.capacity or self.ids[slot] == 0:
+            raise ValueError(f"slot {slot} is out of range or empty")
+        key = self.ids[slot]
+        # NOTE: the caller's order (Policy._remove): the table entry goes first, while slot_ids
+        # still holds every resident key; the slot is cleared after.
+        slotmap_del(&self.m, self.ids, key, slot)
+        self.ids[slot] = 0
+
+    def check(self) -> None:
+        """Raise AssertionError unless every entry is reachable from its key's home without
+        crossing an empty entry, and holds the key's fingerprint and a live slot."""
+        cdef uint64_t i, j, h, home
+        cdef int64_t s, key, count = 0
+        cdef uint32_t e
+        for i in range(self.m.size):
+            e = self.m.e[i]
+            if e == 0:
+                continue
+            s = <int64_t>(e & self.m.smask) - 1
+            count += 1
+            assert 0 <= s < self.capacity and self.ids[s] != 0, f"entry {i}: dead slot {s}"
+            key = self.ids[s]
+            h = slotmap_hash(key)
+            home = slotmap_home(&self.m, h)
+            assert (e >> self.m.sbits) == slotmap_fp(&self.m, h), f"entry {i}: wrong fingerprint"
+            assert slotmap_entry_home(&self.m, self.ids, e) == home, f"entry {i}: wrong home"
+            j = home
+            while j != i:
+                assert self.m.e[j] != 0, f"entry {i}: empty entry {j} after its home {home}"
+                j += 1
+                if j == self.m.size:
+                    j = 0
+        assert count == self.m.n, f"{count} entries, n = {self.m.n}"
