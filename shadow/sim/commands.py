@@ -91,7 +91,8 @@ def format_table(results, sizes: list[int], algos: list[str], cost_uniform: bool
               show_default=True,
               help="Blocks looked up (counted) per request: all; prompt = input_length // B "
                    "(recorded traces: the generated blocks are inserted, not counted); "
-                   "vllm = (input_length - 1) // B (vLLM recomputes the last prompt token).")
+                   "vllm = (input_length - 1) // B (vLLM recomputes the last prompt token), "
+                   "and the final partial block holds a slot while the request runs.")
 @click.option("--threads", type=int, default=None,
               help="Threads stepping groups of caches [default: the CPU count].")
 @click.option("--dump-holes", "dump_holes", type=click.Path(file_okay=False), default=None,

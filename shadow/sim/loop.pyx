@@ -8,8 +8,10 @@ Per request (see docs/sim.md and PrefixSim's design; ``--no-pin`` gives the olde
    block resident after an earlier miss still counts (gap-spanning hit); the prefix counters stop
    at the first miss; misses de-duplicated for allocation; runs of misses are holes.  With
    pinning, each hit block's pin count goes up so a pin-honouring policy will not evict it.
-2. **allocate**: evict exactly ``missing - free`` blocks; a victim the request needs is a
-   self-eviction and is not progress.
+2. **allocate**: evict exactly ``missing + anonymous - free`` blocks; a victim the request needs
+   is a self-eviction and is not progress.  Anonymous slots (vLLM's final partial block) hold
+   room but no block: offline they are free again after the request, live they stay reserved
+   until the release.
 3. ``on_request`` (PrefixSim's record_request), then **access**: deepest block first by default,
    one ``get`` each (vtime +1 per get, one recency stamp per request); an eviction here is
    ``n_unexpected_eviction``.
@@ -729,9 +731,10 @@ cdef class CacheRun:
 
     cdef int64_t _serve_range(self, const int64_t* off, const int64_t* ids, const int64_t* nxt,
                               const double* ts, const double* cexact, const int64_t* cint,
-                              const int64_t* n_match, int64_t r0, int64_t r1,
-                              int64_t first_request) noexcept nogil:
-        """Serve requests ``r0 .. r1-1`` of a batch (``n_match`` NULL: every block looked up)."""
+                              const int64_t* n_match, const int64_t* n_anon, int64_t r0,
+                              int64_t r1, int64_t first_request) noexcept nogil:
+        """Serve requests ``r0 .. r1-1`` of a batch (``n_match`` NULL: every block looked up;
+        ``n_anon`` NULL: no anonymous slots)."""
         cdef int64_t r, a, b, c, served = 0
         cdef int rc
         for r in range(r0, r1):
@@ -751,7 +754,8 @@ cdef class CacheRun:
                     for c in range(b, min(off[r + 2], b + 64)):
                         self.policy.prefetch(ids[c])
             rc = self.serve(&ids[a], b - a, &nxt[a], cexact, cint, ts[r], first_request + r,
-                            b - a if n_match == NULL else n_match[r], 0, False)
+                            b - a if n_match == NULL else n_match[r],
+                            0 if n_anon == NULL else n_anon[r], False)
             if rc == 0:
                 served += 1
             elif rc < 0:
@@ -761,25 +765,32 @@ cdef class CacheRun:
     def serve_batch(self, const int64_t[::1] offsets, const int64_t[::1] block_ids,
                     const int64_t[::1] next_access, const double[::1] timestamps,
                     const double[::1] cost_exact, const int64_t[::1] cost_int,
-                    int64_t first_request, const int64_t[::1] n_match=None) -> int:
+                    int64_t first_request, const int64_t[::1] n_match=None,
+                    const int64_t[::1] n_anonymous=None) -> int:
         """Serve every request of a batch with the GIL released; returns how many were served.
 
-        ``n_match[r]`` (optional) is how many leading blocks of request r are looked up.
+        ``n_match[r]`` (optional) is how many leading blocks of request r are looked up;
+        ``n_anonymous[r]`` (optional) how many anonymous slots it holds while it is served.
         """
         cdef int64_t n = offsets.shape[0] - 1, served
         cdef const int64_t* nm = NULL
+        cdef const int64_t* na = NULL
         cdef const int64_t* idp
         cdef const int64_t* nxp
         if n <= 0:
             return 0
         if n_match is not None:
             nm = &n_match[0]
+        if n_anonymous is not None:
+            if n_anonymous.shape[0] < n:
+                raise ValueError("one anonymous-slot count per request")
+            na = &n_anonymous[0]
         # NOTE: a batch of empty requests has no entries; any valid pointer will do then.
         idp = &block_ids[0] if block_ids.shape[0] > 0 else &offsets[0]
         nxp = &next_access[0] if next_access.shape[0] > 0 else &offsets[0]
         with nogil:
             served = self._serve_range(&offsets[0], idp, nxp, &timestamps[0], &cost_exact[0],
-                                       &cost_int[0], nm, 0, n, first_request)
+                                       &cost_int[0], nm, na, 0, n, first_request)
         return served
 
     def admit(self, const int64_t[::1] block_ids, const int64_t[::1] next_access, int64_t n_match,
@@ -977,10 +988,12 @@ cdef class CacheRun:
 def serve_chunks(list runs, list next_access, const int64_t[::1] offsets,
                  const int64_t[::1] block_ids, const double[::1] timestamps,
                  const double[::1] cost_exact, const int64_t[::1] cost_int, int64_t first_request,
-                 const int64_t[::1] n_match=None, int64_t chunk_entries=16384) -> None:
+                 const int64_t[::1] n_match=None, int64_t chunk_entries=16384,
+                 const int64_t[::1] n_anonymous=None) -> None:
     """Step every cache of ``runs`` over a batch, a chunk of requests at a time.
 
-    ``next_access[k]`` is the next-access array cache ``k`` reads (the oracles may get their own).
+    ``next_access[k]`` is the next-access array cache ``k`` reads (the oracles may get their own);
+    ``n_match`` and ``n_anonymous`` as in :meth:`CacheRun.serve_batch`.
     NOTE: one chunk (about ``chunk_entries`` block entries, whole requests) is served in every
     cache before the next: the chunk's ids, next-access times and costs stay in the CPU cache
     while the caches take turns, instead of each cache streaming the whole batch from memory.
@@ -990,6 +1003,7 @@ def serve_chunks(list runs, list next_access, const int64_t[::1] offsets,
     cdef const int64_t* off
     cdef const int64_t* idp
     cdef const int64_t* nm = NULL
+    cdef const int64_t* na = NULL
     cdef const double* tsp
     cdef const double* cep
     cdef const int64_t* cip
@@ -1007,6 +1021,10 @@ def serve_chunks(list runs, list next_access, const int64_t[::1] offsets,
     cip = &cost_int[0]
     if n_match is not None:
         nm = &n_match[0]
+    if n_anonymous is not None:
+        if n_anonymous.shape[0] < n:
+            raise ValueError("one anonymous-slot count per request")
+        na = &n_anonymous[0]
     if chunk_entries < 1:
         chunk_entries = 1
     nxps = <const int64_t**>malloc(n_runs * sizeof(int64_t*))
@@ -1026,7 +1044,8 @@ def serve_chunks(list runs, list next_access, const int64_t[::1] offsets,
             for k in range(n_runs):
                 run = <CacheRun>runs[k]
                 with nogil:
-                    run._serve_range(off, idp, nxps[k], tsp, cep, cip, nm, r0, r1, first_request)
+                    run._serve_range(off, idp, nxps[k], tsp, cep, cip, nm, na, r0, r1,
+                                     first_request)
             r0 = r1
     finally:
         free(nxps)

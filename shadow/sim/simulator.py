@@ -55,6 +55,24 @@ def lookup_counts(records: np.ndarray, n_blocks: np.ndarray, mode: str, block_si
     return np.ascontiguousarray(np.clip(k, 0, n_blocks), dtype=np.int64)
 
 
+def vllm_anonymous_counts(records: np.ndarray, n_blocks: np.ndarray, block_size: int) -> np.ndarray:
+    """Per request, the slots vLLM holds beyond the request's recorded blocks (``--lookup vllm``).
+
+    vLLM allocates slots for the tokens it computes, ``input_length + output_length - 1`` of them
+    (the last sampled token never is), so a request holds ``ceil(that / B)`` blocks; in a
+    recording (full prompt blocks, then full generated blocks) that is one more than its blocks
+    when the computed length is not a multiple of B: the final partial block, allocated
+    (evicting when the cache is full) and freed unhashed.  Where a trace names fewer of the
+    request's blocks (a converted trace without its output blocks) the others count the same way:
+    room held while the request runs, nothing cached.  Same formula as the connector's
+    ``partial_tail_blocks``.
+    """
+    inp = records["input_length"].astype(np.int64)
+    out = np.maximum(records["output_length"].astype(np.int64), 1)
+    held = -(-(inp + out - 1) // block_size)
+    return np.ascontiguousarray(np.maximum(held - n_blocks, 0), dtype=np.int64)
+
+
 #: PrefixSim's RESULT keys, in its order; this project's extra keys follow them.
 RESULT_KEYS = ("trace", "algo", "cache_size", "cost_model", "block_id", "n_req", "n_req_skipped",
                "n_blocks", "block_hit_ratio", "compute_saving_ratio", "n_eviction",
@@ -387,8 +405,11 @@ class Simulator:
         ts = _timestamps(batch.records)
         nm = (None if self.lookup == "all" else
               lookup_counts(batch.records, np.diff(offsets), self.lookup, self.block_size_tokens))
+        na = (vllm_anonymous_counts(batch.records, np.diff(offsets), self.block_size_tokens)
+              if self.lookup == "vllm" else None)
+        max_len = max_b if na is None else int(np.max(np.diff(offsets) + na))
         for run in self.runs:
-            run.reserve(max_b + 1)
+            run.reserve(max_len + 1)
         src = self.next_access_source
         per_cap: dict[int, np.ndarray] = {}
         nxts = {}
@@ -402,7 +423,7 @@ class Simulator:
                 nxts[id(run)] = nxt
         jobs = [(g, [nxts[id(r)] for r in g]) for g in self._groups]
         args = (offsets, ids, ts, self._cost_exact, self._cost_int, int(batch.first_request),
-                nm, self.chunk_entries)
+                nm, self.chunk_entries, na)
         if len(jobs) == 1:
             serve_chunks(jobs[0][0], jobs[0][1], *args)
         else:

@@ -121,6 +121,19 @@ def test_shadow_vllm_policy_reproduces_engine_hits(tmp_path):
     replayed = replay_like_vllm(str(joined), cap)
     assert replayed == shadow_hits
 
+    # ... and the offline `shadow simulate --lookup vllm` of it (whole requests, the final partial
+    # block an anonymous slot) predicts the engine's cached tokens in total.
+    from shadow.sim import CacheSpec, Simulator
+    from shadow.sim.drive import run_trace
+    from shadow.trace import open_trace
+
+    offline = Simulator([CacheSpec("vllm", cap)], lookup="vllm", block_size_tokens=BLOCK_SIZE)
+    with open_trace(str(joined)) as tr:
+        run_trace(offline, tr, joined)
+    r = offline.results()[0]
+    assert (r.n_req, r.n_req_skipped, r.n_unexpected_eviction) == (len(engine_hits), 0, 0)
+    assert r.n_prefix_hits * BLOCK_SIZE == sum(engine_hits)
+
 
 def _engine_block_pool(llm):
     """vLLM's BlockPool of an in-process engine, or None where this vLLM lays it out otherwise."""

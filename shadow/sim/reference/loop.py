@@ -73,8 +73,13 @@ class RefCache:
         self.pins.pop(victim, None)
 
     def serve(self, ids: Sequence[int], next_access: Sequence[int] | None = None,
-              timestamp_s: float = -1.0, n_match: int | None = None) -> Served:
-        """Serve one request; only ``ids[:n_match]`` are looked up (counted), all are accessed."""
+              timestamp_s: float = -1.0, n_match: int | None = None,
+              n_anonymous: int = 0) -> Served:
+        """Serve one request; only ``ids[:n_match]`` are looked up (counted), all are accessed.
+
+        ``n_anonymous`` slots (no block in them) are made free for the request's duration and
+        are free again afterwards.
+        """
         ids = [int(x) for x in ids]
         B = len(ids)
         M = B if n_match is None else max(0, min(int(n_match), B))
@@ -82,7 +87,7 @@ class RefCache:
         if self.failed:
             return Served("failed")
         alpha = set(ids)
-        if len(alpha) > self.capacity:
+        if len(alpha) + n_anonymous > self.capacity:
             self.n_req_skipped += 1
             return Served("skipped")
         self.n_req += 1
@@ -128,10 +133,14 @@ class RefCache:
                 self.pins[b] = self.pins.get(b, 0) + 1
         # 2. allocate
         V0 = self.vtime
-        needed = len(missing) - (self.capacity - len(p))
+        needed = len(missing) + n_anonymous - (self.capacity - len(p))
         if needed > 0:
             f = first_miss
-            acc = Acc(ids[f], llround(costs[f]), costs[f], nxt[f], V0, V0 + B, f)
+            if f is None:
+                # NOTE: every block hit; only the anonymous slots need room (no block behind them)
+                acc = Acc(0, 0, 0.0, -1, V0, V0 + B, -1)
+            else:
+                acc = Acc(ids[f], llround(costs[f]), costs[f], nxt[f], V0, V0 + B, f)
             progress = 0
             batched = getattr(p, "evict_n", None)
             while progress < needed:
