@@ -16,7 +16,7 @@ the ``evict-batch`` best distinct candidates of one sample before drawing again.
 
 Pins: honoured, as random_compute (pinned draws are redrawn; best effort if all are pinned).
 
-Memory: base 26 B/slot + dense set 8 + next 8 + cost 4 = 46 B/slot.  NOTE: the cost is kept as
+Memory: base 26 B/slot + pin bitmap 1/8 + dense set 8 + next 8 + cost 4 = 46 B/slot.  NOTE: the cost is kept as
 ``max(cost, 1)`` in 32 bits (the score reads nothing else of it); the first cost past 2**31 - 1
 switches to a 64-bit array for good (+4 B/slot), so no decision changes.
 """
@@ -51,6 +51,9 @@ cdef class BeladyCompute(SampledPolicy):
             raise MemoryError(f"cannot allocate a cache of {capacity} slots")
         self.pf_base = <const char*>self.next_acc
         self.pf_stride = sizeof(int64_t)
+        # NOTE: a draw whose next access is ahead reads its cost as well: load both at the draw.
+        self.pf2_base = <const char*>self.cost32
+        self.pf2_stride = sizeof(int32_t)
 
     def __dealloc__(self):
         free(self.next_acc)
@@ -86,6 +89,8 @@ cdef class BeladyCompute(SampledPolicy):
         for i in range(self.capacity):
             c64[i] = self.cost32[i]
         self.cost64 = c64
+        self.pf2_base = <const char*>self.cost64
+        self.pf2_stride = sizeof(int64_t)
         free(self.cost32)
         self.cost32 = NULL
 
