@@ -12,7 +12,9 @@ The base :class:`Policy` owns what every policy needs and the serve loop reads d
   ``FREE_BASE + next_free + 1`` instead (see :func:`slot_is_free`);
 * ``pins[slot]``: how many in-flight requests pin the block (0 when the slot is free), 16 bits;
   past ``PIN_SAT`` the rest of the count lives in a small side list (``pin_over``);
-* the free slots as a stack threaded through ``slot_ids`` (``free_head``).
+* the free slots as a stack threaded through ``slot_ids`` (``free_head``);
+* ``pinbits`` (NULL unless a subclass asks for it with :meth:`_want_pinbits`): bit ``slot`` set
+  iff ``pins[slot] > 0``, one bit a slot.
 
 NOTE: no separate free-slot array (4 bytes a slot saved): a free slot's ``slot_ids`` entry links
 to the next free slot, encoded at the very bottom of the int64 range (``FREE_BASE`` = INT64_MIN,
@@ -43,7 +45,7 @@ Calls the serve loop makes (all ``noexcept nogil``; nothing here may raise or to
   called when ``wants_release`` is set (the ``vllm`` policy).
 """
 
-from libc.stdint cimport int64_t, int32_t, uint16_t, INT64_MIN
+from libc.stdint cimport int64_t, int32_t, uint16_t, uint64_t, INT64_MIN
 
 from shadow.sim.idtable cimport (SlotMap, slotmap_get, slotmap_put, slotmap_del,
                                  slotmap_prefetch)
@@ -90,6 +92,7 @@ cdef class Policy:
     cdef SlotMap table
     cdef int64_t* slot_ids
     cdef uint16_t* pins
+    cdef uint64_t* pinbits            # NULL, or bit s set iff pins[s] > 0 (see _want_pinbits)
     cdef PinOver* pin_over            # slots pinned past PIN_SAT (rare; a short unsorted list)
     cdef int64_t n_pin_over
     cdef int64_t cap_pin_over
@@ -124,6 +127,8 @@ cdef class Policy:
             return
         if p == 0:
             self.n_pinned += 1
+            if self.pinbits != NULL:
+                self.pinbits[slot >> 6] |= (<uint64_t>1) << (slot & 63)
         self.pins[slot] = p + 1
 
     cdef inline void _unpin(self, int64_t slot) noexcept nogil:
@@ -134,12 +139,16 @@ cdef class Policy:
             self.pins[slot] = p - 1
             if p == 1:
                 self.n_pinned -= 1
+                if self.pinbits != NULL:
+                    self.pinbits[slot >> 6] &= ~((<uint64_t>1) << (slot & 63))
 
     cdef inline int64_t _drop_slot(self, int64_t slot) noexcept nogil:
         """Unregister the block in ``slot``, free the slot, return the block id."""
         cdef int64_t block_id = self.slot_ids[slot]
         if self.pins[slot] > 0:
             self.n_pinned -= 1
+            if self.pinbits != NULL:
+                self.pinbits[slot >> 6] &= ~((<uint64_t>1) << (slot & 63))
             if self.pins[slot] == PIN_SAT and self.n_pin_over > 0:
                 self._pin_over_take(slot, True)
         slotmap_del(&self.table, self.slot_ids, block_id, slot)
@@ -149,6 +158,7 @@ cdef class Policy:
         self.n_resident -= 1
         return block_id
 
+    cdef int _want_pinbits(self) except -1
     cdef void _pin_over_add(self, int64_t slot) noexcept nogil
     cdef bint _pin_over_take(self, int64_t slot, bint all_of_it) noexcept nogil
     cdef void hit(self, int64_t slot, const Access* acc) noexcept nogil

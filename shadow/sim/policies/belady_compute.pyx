@@ -16,7 +16,7 @@ the ``evict-batch`` best distinct candidates of one sample before drawing again.
 
 Pins: honoured, as random_compute (pinned draws are redrawn; best effort if all are pinned).
 
-Memory: base 26 B/slot + dense set 8 + next 8 + cost 4 = 46 B/slot.  NOTE: the cost is kept as
+Memory: base 26 B/slot + pin bitmap 1/8 + dense set 8 + next 8 + cost 4 = 46 B/slot.  NOTE: the cost is kept as
 ``max(cost, 1)`` in 32 bits (the score reads nothing else of it); the first cost past 2**31 - 1
 switches to a 64-bit array for good (+4 B/slot), so no decision changes.
 """
@@ -37,6 +37,10 @@ NEEDS_NEXT_ACCESS = True
 DESCRIPTION = "sampled oracle: evict the farthest next access per unit of cost (PrefixSim fork)"
 
 
+cdef enum:
+    PF_COST_MIN = 1 << 16       # slots from which a draw prefetches the cost (256 KiB of costs)
+
+
 cdef class BeladyCompute(SampledPolicy):
     """See the module docstring."""
     cdef int64_t* next_acc
@@ -51,6 +55,12 @@ cdef class BeladyCompute(SampledPolicy):
             raise MemoryError(f"cannot allocate a cache of {capacity} slots")
         self.pf_base = <const char*>self.next_acc
         self.pf_stride = sizeof(int64_t)
+        # NOTE: a draw whose next access is ahead reads its cost as well: load both at the draw,
+        # in a cache past L2 only (at 8k slots the costs stay in L2 and the hint costs more than
+        # it hides).
+        if capacity >= PF_COST_MIN:
+            self.pf2_base = <const char*>self.cost32
+            self.pf2_stride = sizeof(int32_t)
 
     def __dealloc__(self):
         free(self.next_acc)
@@ -86,6 +96,9 @@ cdef class BeladyCompute(SampledPolicy):
         for i in range(self.capacity):
             c64[i] = self.cost32[i]
         self.cost64 = c64
+        if self.pf2_base != NULL:
+            self.pf2_base = <const char*>self.cost64
+            self.pf2_stride = sizeof(int64_t)
         free(self.cost32)
         self.cost32 = NULL
 

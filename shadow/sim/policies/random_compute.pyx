@@ -16,12 +16,16 @@ Pins: honoured.  Draws that land on a pinned block are discarded and redrawn (at
 ``4 * n-sample`` draws per sample); if none of them is unpinned the population is scanned in
 order for unpinned blocks, and only if every block is pinned is a pinned one taken (best effort).
 
-Memory: base 26 B/slot + dense set 8 + last 8 + cost x freq 8 + freq 8 = 58 B/slot.  NOTE: the cost
-itself is not stored: only ``cost x freq`` is ever read (``stats`` derives the cost back as
-``llround(num / freq)``, exact for costs below 2**51 in magnitude).
+Memory: base 26 B/slot + pin bitmap 1/8 + dense set 8 + last 8 + cost x freq 8 + freq 8 = 58 B/slot.
+NOTE: the cost itself is not stored: only ``cost x freq`` is ever read (``stats`` derives the cost
+back as ``llround(num / freq)``, exact for costs below 2**51 in magnitude).
 
 Speed (same draws and decisions): a sample's draws are scored with a cheap lower bound of the
 score first; the ``exp`` is taken only for a draw that may enter the ``evict-batch`` kept so far.
+A large cache is bound by the random loads of the draws (128 a sample, each ``items[index]``, its
+pin state and its score record): the pin state is read from a bitmap that stays in L2 (not from
+``pins``), and skipped when nothing is pinned; the record a draw reads (``last``, ``num``) is 16 B
+and 64 B aligned, one cache line, with ``freq`` apart; large arrays are on huge pages.
 """
 
 from libc.stdint cimport int64_t, int32_t, uint16_t, uint64_t
@@ -33,7 +37,7 @@ from libc.math cimport exp
 
 from shadow.errors import ShadowError
 from shadow.sim.policy cimport Policy, Access
-from shadow.sim.idtable cimport slotmap_prefetch
+from shadow.sim.idtable cimport slotmap_prefetch, shadow_big_malloc, shadow_big_bytes
 
 DEFAULTS = "n-sample=128,evict-batch=8,timestamp=request,seed=1"
 HONOURS_PINS = True
@@ -46,8 +50,9 @@ cdef double LOG2E_PER_AGE = 1.4426950408889634 / 20000.0     # exp(-r / DECAY) =
 
 cdef int dense_init(Dense* d, int64_t cap, bint full_permutation) except -1:
     cdef int64_t i
-    d.items = <int32_t*>malloc(max(cap, 1) * sizeof(int32_t))
-    d.pos = <int32_t*>malloc(max(cap, 1) * sizeof(int32_t))
+    # NOTE: huge pages for a large set (see idtable.pxd): a draw reads ``items`` at random.
+    d.items = <int32_t*>shadow_big_malloc(max(cap, 1) * sizeof(int32_t))
+    d.pos = <int32_t*>shadow_big_malloc(max(cap, 1) * sizeof(int32_t))
     if d.items == NULL or d.pos == NULL:
         free(d.items)
         free(d.pos)
@@ -116,6 +121,7 @@ cdef class SampledPolicy(Policy):
         self.evict_batch = evict_batch
         self.rng = seed
         dense_init(&self.dense, capacity, False)
+        self._want_pinbits()
         self.cand = <int32_t*>malloc(n_sample * sizeof(int32_t))
         self.cand_score = <double*>malloc(n_sample * sizeof(double))
         self.best = <int32_t*>malloc(evict_batch * sizeof(int32_t))
@@ -140,17 +146,33 @@ cdef class SampledPolicy(Policy):
         cdef Dense* d = &self.dense
         cdef int32_t* cand = self.cand
         cdef const uint16_t* pins = self.pins
+        cdef const uint64_t* pinbits = self.pinbits
         cdef uint64_t rng = self.rng
         cdef const char* pf_base = self.pf_base
         cdef int64_t pf_stride = self.pf_stride
-        cdef int64_t pf_end = self.pf_end
+        cdef const char* pf2_base = self.pf2_base
+        cdef int64_t pf2_stride = self.pf2_stride
         if d.n == 0:
             return 0
+        if self.n_pinned == 0:
+            # NOTE: nothing is pinned (a request with no hit, or pins off): no draw is discarded,
+            # so the sample is the first n_sample attempts and ``pins`` (a random load per draw,
+            # a third of a draw's cache misses at 512k slots) need not be read.
+            for nc in range(n_sample):
+                s = d.items[<int64_t>(((rng_next(&rng) >> 32) * <uint64_t>d.n) >> 32)]
+                cand[nc] = <int32_t>s
+                if pf_base != NULL:
+                    __builtin_prefetch(pf_base + s * pf_stride)
+                if pf2_base != NULL:
+                    __builtin_prefetch(pf2_base + s * pf2_stride)
+            self.rng = rng
+            return n_sample
         # NOTE: the rng state lives in a local so that the loop keeps it in a register.
         while nc < n_sample and attempts < limit:
             attempts += 1
             s = d.items[<int64_t>(((rng_next(&rng) >> 32) * <uint64_t>d.n) >> 32)]
-            if pins[s] > 0:
+            # NOTE: the pin bitmap, not ``pins``: 64 KiB at 512k slots, in L2 (pins: 1 MiB).
+            if (pinbits[s >> 6] >> (s & 63)) & 1:
                 continue
             cand[nc] = <int32_t>s
             nc += 1
@@ -158,8 +180,8 @@ cdef class SampledPolicy(Policy):
                 # NOTE: the draws are independent: start loading the score inputs now so that
                 # the loads overlap instead of each waiting in the scoring loop.
                 __builtin_prefetch(pf_base + s * pf_stride)
-                if pf_end > 0:
-                    __builtin_prefetch(pf_base + s * pf_stride + pf_end)
+            if pf2_base != NULL:
+                __builtin_prefetch(pf2_base + s * pf2_stride)
         self.rng = rng
         if nc == 0:
             # NOTE: every draw was pinned: look for unpinned blocks in population order, and only
@@ -235,35 +257,42 @@ cdef class RandomCompute(SampledPolicy):
     def __cinit__(self, int64_t capacity, int64_t n_sample=128, int64_t evict_batch=1,
                   uint64_t seed=1, bint per_request=True, *args, **kwargs):
         self.per_request = per_request
-        # NOTE: a draw reads the first 16 bytes of a 24-byte record: one in eight of those
-        # straddles a cache line, so the draw prefetches both ends.
-        if posix_memalign(<void**>&self.st, 64, max(capacity, 1) * sizeof(RCStat)) != 0:
+        # NOTE: a draw reads a whole 16-byte record, 64 B aligned so that none straddles a cache
+        # line; a large array (2 MiB or more) gets huge pages (see idtable.pxd), as every draw
+        # reads a record at random.
+        cdef size_t nbytes = max(capacity, 1) * sizeof(RCStat)
+        if shadow_big_bytes(nbytes) >= (<size_t>2 << 20):
+            self.st = <RCStat*>shadow_big_malloc(nbytes)
+        elif posix_memalign(<void**>&self.st, 64, nbytes) != 0:
             self.st = NULL
-        if self.st == NULL:
+        self.freq = <double*>shadow_big_malloc(max(capacity, 1) * sizeof(double))
+        if self.st == NULL or self.freq == NULL:
             raise MemoryError(f"cannot allocate a cache of {capacity} slots")
         self.pf_base = <const char*>self.st
         self.pf_stride = sizeof(RCStat)
-        self.pf_end = 15
 
     def __dealloc__(self):
         free(self.st)
+        free(self.freq)
 
     cdef void _init_stats(self, int64_t slot, const Access* acc) noexcept nogil:
         cdef RCStat* st = &self.st[slot]
         st.last = acc.req_vtime if self.per_request else acc.vtime
-        st.freq = 1.0
-        st.num = <double>acc.cost * st.freq
+        self.freq[slot] = 1.0
+        st.num = <double>acc.cost
 
     cdef void _touch(self, int64_t slot, const Access* acc) noexcept nogil:
         cdef RCStat* st = &self.st[slot]
         cdef int64_t stamp = acc.req_vtime if self.per_request else acc.vtime
         cdef int64_t d = stamp - st.last
+        cdef double f = self.freq[slot]
         if d > 0:
-            st.freq = st.freq * exp(-<double>d / DECAY) + 1.0
+            f = f * exp(-<double>d / DECAY) + 1.0
         else:
-            st.freq += 1.0
+            f += 1.0
+        self.freq[slot] = f
         st.last = stamp
-        st.num = <double>acc.cost * st.freq
+        st.num = <double>acc.cost * f
 
     cdef double _score(self, int64_t slot, int64_t now) noexcept nogil:
         cdef const RCStat* st = &self.st[slot]
@@ -316,7 +345,7 @@ cdef class RandomCompute(SampledPolicy):
         cdef int64_t s = self.find(block_id)
         if s < 0:
             raise KeyError(block_id)
-        return (self.st[s].last, self.st[s].freq, round(self.st[s].num / self.st[s].freq))
+        return (self.st[s].last, self.freq[s], round(self.st[s].num / self.freq[s]))
 
 
 def check_sampling_params(name: str, params: dict) -> None:
