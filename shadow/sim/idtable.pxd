@@ -24,7 +24,14 @@ cdef inline uint64_t idmap_home(const IdMap* m, int64_t key) noexcept nogil:
 
 cdef extern from *:
     """
+    #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    /* NOTE: not __builtin_prefetch: gcc's IPA pure-const pass finds that a helper whose only
+       effect is a prefetch (slotmap_prefetch, Policy.prefetch) has no side effect, marks it
+       const and deletes its calls before inlining; a volatile asm is kept. */
+    #define SHADOW_PREFETCH(p) __asm__ __volatile__("prefetcht0 %0" : : "m"(*(const char*)(p)))
+    #else
     #define SHADOW_PREFETCH(p) __builtin_prefetch((const void*)(p))
+    #endif
     """
     void SHADOW_PREFETCH(const void* p) noexcept nogil
 

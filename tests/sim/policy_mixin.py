@@ -214,3 +214,17 @@ class PolicyMixin:
         assert r.hole_len_sum == r.n_blocks - r.n_hits          # holes add up to the misses
         if pin and policy_info(self.NAME).honours_pins:
             assert r.n_self_eviction == 0
+
+
+class RingAlways:
+    """Slot orders (``SOrder``: fifo) as rings at every size (production: from
+    LR_RING_MIN slots; smaller caches keep a list): the exact differential tests then check the
+    ring form too."""
+
+    def setup_method(self, method):
+        from shadow.sim.policies._dlist import set_ring_min_slots
+        self._old_ring_min = set_ring_min_slots(0)
+
+    def teardown_method(self, method):
+        from shadow.sim.policies._dlist import set_ring_min_slots
+        set_ring_min_slots(self._old_ring_min)

@@ -1,9 +1,13 @@
 from shadow.sim.registry import make_policy
-from tests.sim.policy_mixin import PolicyMixin
+from tests.sim.policy_mixin import PolicyMixin, RingAlways
 
 
 class TestFIFO(PolicyMixin):
     NAME = "fifo"
+
+
+class TestFIFORing(RingAlways, TestFIFO):
+    """The same tests with the order kept as a ring (a production cache of 32k+ slots)."""
 
 
 def test_fifo_eviction_order_hand_traced():

@@ -1,11 +1,14 @@
-"""The lazy-deletion ring (``LRing``, _dlist.pxd) under lru and fifo: a long random
-mix of gets, pins, evictions and removes on a small cache (so the ring compacts many times and
-victims are often taken behind pinned blocks), checked step by step against a plain list model."""
+"""The lazy-deletion ring (``LRing``, _dlist.pxd) under lru and fifo, and fifo's list form (an
+``SOrder`` is a list below LR_RING_MIN slots, a ring from there on): a long random mix of gets,
+pins, evictions and removes on a small cache (so the ring compacts many times and victims are
+often taken behind pinned blocks), each form forced, checked step by step against a plain list
+model."""
 
 import random
 
 import pytest
 
+from shadow.sim.policies._dlist import set_ring_min_slots
 from shadow.sim.registry import make_policy
 
 
@@ -42,12 +45,18 @@ class ListModel:
         return False
 
 
-@pytest.mark.parametrize("name,touch", [("lru", True), ("fifo", False)])
+@pytest.mark.parametrize("name,touch,ring", [("lru", True, True), ("fifo", False, True),
+                                             ("fifo", False, False)])
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_ring_order_matches_a_list(name: str, touch: bool, seed: int) -> None:
+def test_ring_order_matches_a_list(name: str, touch: bool, ring: bool, seed: int) -> None:
     rng = random.Random(seed)
     cap = 7
-    p = make_policy(name, cap)
+    old = set_ring_min_slots(0 if ring else 1 << 40)
+    try:
+        p = make_policy(name, cap)
+    finally:
+        set_ring_min_slots(old)
+    assert getattr(p, "uses_ring", True) == ring
     m = ListModel(cap, touch)
     for step in range(4000):
         op = rng.random()
@@ -70,3 +79,9 @@ def test_ring_order_matches_a_list(name: str, touch: bool, seed: int) -> None:
             m.q.remove(b)
             m.pins.pop(b, None)
         assert p.order() == m.q[::-1], step
+
+
+def test_fifo_order_form_by_size() -> None:
+    """fifo: a list below LR_RING_MIN (32768) slots, a ring from there on."""
+    assert not make_policy("fifo", 32767).uses_ring
+    assert make_policy("fifo", 32768).uses_ring

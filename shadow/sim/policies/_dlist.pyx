@@ -63,7 +63,7 @@ cdef int lr_init(LRing* L, int64_t capacity) except -1:
     L.pf_table = 0
     # NOTE: a small cache's state stays in the L2 (8k slots: ~300 KB), where the prefetches
     # only cost time; from 32k slots (~1.2 MB) on they pay.
-    L.ahead = capacity >= 32768
+    L.ahead = capacity >= LR_RING_MIN
     return 0
 
 
@@ -167,3 +167,67 @@ cdef void lr_prefetch_ahead(LRing* L, const int64_t* slot_ids, const uint16_t* p
             slotmap_prefetch(table, slot_ids[s])
         j += 1
     L.pf_table = j
+
+
+# NOTE: the production threshold is LR_RING_MIN; tests lower it (to 0: every order a ring) or
+# raise it (every order a list) to run the exact differentials on both forms.
+cdef int64_t _ring_min_slots = LR_RING_MIN
+
+
+def set_ring_min_slots(n: int) -> int:
+    """Set the capacity from which an :c:type:`SOrder` is a ring (tests); return the old one."""
+    global _ring_min_slots
+    old = _ring_min_slots
+    _ring_min_slots = max(0, int(n))
+    return old
+
+
+cdef int so_init(SOrder* o, int64_t capacity) except -1:
+    """A list below ``_ring_min_slots`` (LR_RING_MIN) slots, a ring from there on."""
+    o.ring = capacity >= _ring_min_slots
+    o.d.prev = NULL
+    o.d.next = NULL
+    o.q.r = NULL
+    o.q.pos = NULL
+    if o.ring:
+        lr_init(&o.q, capacity)
+    else:
+        dl_init(&o.d, capacity)
+    return 0
+
+
+cdef void so_free(SOrder* o) noexcept nogil:
+    if o.ring:
+        lr_free(&o.q)
+    else:
+        dl_free(&o.d)
+
+
+cdef list so_slots_oldest_first(SOrder* o):
+    """The slots in the order, oldest (next victim) first."""
+    cdef list out = []
+    cdef int64_t i
+    cdef int32_t s
+    if o.ring:
+        for i in range(o.q.t, o.q.w):
+            if o.q.pos[o.q.r[i]] == <uint32_t>i:
+                out.append(o.q.r[i])
+    else:
+        s = o.d.tail
+        while s >= 0:
+            out.append(s)
+            s = o.d.prev[s]
+    return out
+
+
+
+cdef int64_t so_ring_take_victim(LRing* q, const int64_t* slot_ids, const uint16_t* pins,
+                                 const SlotMap* table) noexcept nogil:
+    """:func:`so_take_victim` of a ring."""
+    cdef int64_t i = lr_unpinned_first(q, pins), s
+    if i < 0:
+        return -1
+    s = q.r[i]
+    lr_take(q, i)
+    lr_maybe_prefetch_ahead(q, slot_ids, pins, table)
+    return s

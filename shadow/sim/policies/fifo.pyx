@@ -2,14 +2,17 @@
 """FIFO: insertion order only; a hit changes nothing; the oldest block is evicted.
 
 Pins: honoured (walk from the oldest towards the newest past pinned blocks; all pinned: the
-oldest).  Memory: base 26 B/slot + insertion ring 12 B/slot (``LRing``, _dlist.pxd) = 38 B/slot.
-(No hit appends, so the ring compacts once per about ``capacity`` inserts.)
+oldest).  Memory: base 26 B/slot + insertion ring 12 B/slot (``LRing``, _dlist.pxd) = 38 B/slot
+from 32768 slots (LR_RING_MIN) on; below, the order is a linked list, 8 B/slot (``SOrder``: the
+ring's compactions, one per about ``capacity`` inserts since no hit appends, and its shifts
+behind pinned blocks cost more than its prefetches save while the state sits in the L2).
 """
 
 from libc.stdint cimport int64_t, int32_t, uint32_t
 
 from shadow.sim.policy cimport Policy, Access
-from shadow.sim.policies._dlist cimport LRing, lr_init, lr_free, lr_drop
+from shadow.sim.policies._dlist cimport (SOrder, so_init, so_free, so_drop,
+                                         so_slots_oldest_first)
 
 DEFAULTS = ""
 HONOURS_PINS = True
@@ -22,10 +25,11 @@ cdef class FIFO(Policy):
     """See the module docstring; the operations are the inline ``fast_*`` methods of fifo.pxd."""
 
     def __cinit__(self, int64_t capacity, *args, **kwargs):
-        lr_init(&self.q, capacity)
+        # NOTE: a list below LR_RING_MIN slots, a ring from there on (see SOrder in _dlist.pxd).
+        so_init(&self.q, capacity)
 
     def __dealloc__(self):
-        lr_free(&self.q)
+        so_free(&self.q)
 
     cdef int64_t insert(self, const Access* acc) noexcept nogil:
         return self.fast_insert(acc.block_id)
@@ -34,17 +38,17 @@ cdef class FIFO(Policy):
         return self.fast_evict()
 
     cdef void remove(self, int64_t slot) noexcept nogil:
-        lr_drop(&self.q, slot)
+        so_drop(&self.q, slot)
         self._drop_slot(slot)
 
     def order(self) -> list[int]:
         """Resident ids from the newest to the oldest (next victim)."""
-        out = []
-        cdef int64_t i
-        for i in range(self.q.w - 1, self.q.t - 1, -1):
-            if self.q.pos[self.q.r[i]] == <uint32_t>i:
-                out.append(self.slot_ids[self.q.r[i]])
-        return out
+        return [self.slot_ids[s] for s in reversed(so_slots_oldest_first(&self.q))]
+
+    @property
+    def uses_ring(self) -> bool:
+        """Whether the order is kept as a ring (else a list; see SOrder in _dlist.pxd)."""
+        return bool(self.q.ring)
 
 
 def make(capacity: int, params: dict) -> FIFO:
