@@ -11,7 +11,9 @@ at ``tail``, newest just before ``head``:
   live; a push at a full span first compacts it (the live ids slide towards the tail, in order);
 * ``e``: ``size`` 4-byte entries, open addressing with linear probing and backward-shift
   deletion: 0 empty, else ``(fingerprint << sbits) | (position + 1)``; home = the id's hash's
-  top 32 bits scaled to ``size`` (Lemire); the key is verified against ``ids``.
+  top 32 bits scaled to ``size`` (Lemire); the key is verified against ``ids``.  ``size`` is
+  2 x ``limit`` (load 1/2: the memory target) from LR_RING_MIN ids on and 4 x ``limit`` below
+  (load 1/4, as the resident SlotMap: shorter probes and shifts where memory does not matter).
 
 Invariant: ``e`` holds exactly one entry for each live id, pointing at its ring position; a
 probe meets no empty entry between an id's home and its entry; ``n <= limit < cap``.
@@ -26,6 +28,7 @@ more than ``cap - limit`` of them are in the span at once (ghost hits on over 1/
 from libc.stdint cimport int64_t, int32_t, uint32_t, uint64_t
 
 from shadow.sim.idtable cimport SHADOW_PREFETCH
+from shadow.sim.policies._dlist cimport LR_RING_MIN
 
 
 cdef struct GhostRing:

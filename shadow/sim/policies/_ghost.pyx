@@ -5,11 +5,25 @@ from libc.stdint cimport int64_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, malloc, free, abort
 
 # NOTE: ring entries per ghost and table entries per ghost, chosen by measurement (see
-# docs/performance.md): 8 B x 1.25 + 4 B x 2 = 18 B per ghost entry.
+# docs/performance.md): 8 B x 1.25 + 4 B x 2 = 18 B per ghost entry (4 B x 4 in the table below
+# LR_RING_MIN ids: _table_size).
 cdef enum:
     RING_NUM = 5
     RING_DEN = 4
     TABLE_PER_GHOST = 2
+    TABLE_PER_GHOST_SMALL = 4   # below LR_RING_MIN ids (see _table_size)
+
+
+cdef inline uint64_t _table_size(int64_t limit) noexcept nogil:
+    """Table entries for ``limit`` ids: load 1/2 from LR_RING_MIN ids on (the memory target),
+    1/4 below.  NOTE: as the resident SlotMap's load 1/4: nearly every probe is for an absent id
+    (a miss) and ends at the first empty entry, and a deletion's backward shift at the next one;
+    both are about half as long.  Below LR_RING_MIN the 8 B more per id do not matter."""
+    if limit <= 4:
+        return 16
+    if limit < LR_RING_MIN:
+        return <uint64_t>(TABLE_PER_GHOST_SMALL * limit)
+    return <uint64_t>(TABLE_PER_GHOST * limit)
 
 
 cdef int gr_init(GhostRing* g, int64_t limit, int64_t ring_cap=0) except -1:
@@ -23,7 +37,7 @@ cdef int gr_init(GhostRing* g, int64_t limit, int64_t ring_cap=0) except -1:
     cap = limit * RING_NUM // RING_DEN + 2
     if ring_cap > cap:
         cap = ring_cap
-    size = <uint64_t>(TABLE_PER_GHOST * limit) if limit > 4 else 16
+    size = _table_size(limit)
     while (<int64_t>1 << sbits) <= cap:
         sbits += 1
     if sbits > 30 or size > 0xFFFFFFFFULL:
@@ -114,7 +128,7 @@ cdef int gr_grow(GhostRing* g) noexcept nogil:
     cdef uint64_t size, h, i
     cdef uint32_t sbits = 1
     cap = limit * RING_NUM // RING_DEN + 2
-    size = <uint64_t>(TABLE_PER_GHOST * limit)
+    size = _table_size(limit)
     while (<int64_t>1 << sbits) <= cap:
         sbits += 1
     cdef int64_t* ids = <int64_t*>calloc(cap, sizeof(int64_t))
