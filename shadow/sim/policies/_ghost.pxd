@@ -12,8 +12,8 @@ at ``tail``, newest just before ``head``:
 * ``e``: ``size`` 4-byte entries, open addressing with linear probing and backward-shift
   deletion: 0 empty, else ``(fingerprint << sbits) | (position + 1)``; home = the id's hash's
   top 32 bits scaled to ``size`` (Lemire); the key is verified against ``ids``.  ``size`` is
-  2 x ``limit`` (load 1/2: the memory target) from LR_RING_MIN ids on and 4 x ``limit`` below
-  (load 1/4, as the resident SlotMap: shorter probes and shifts where memory does not matter).
+  2 x ``limit`` (load 1/2: the memory target) from LR_RING_MIN ids on and 8 x ``limit`` below
+  (load 1/8: shorter probes and shifts where memory does not matter; ``_table_size``).
 
 Invariant: ``e`` holds exactly one entry for each live id, pointing at its ring position; a
 probe meets no empty entry between an id's home and its entry; ``n <= limit < cap``.

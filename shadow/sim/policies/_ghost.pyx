@@ -5,20 +5,23 @@ from libc.stdint cimport int64_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, malloc, free, abort
 
 # NOTE: ring entries per ghost and table entries per ghost, chosen by measurement (see
-# docs/performance.md): 8 B x 1.25 + 4 B x 2 = 18 B per ghost entry (4 B x 4 in the table below
+# docs/performance.md): 8 B x 1.25 + 4 B x 2 = 18 B per ghost entry (4 B x 8 in the table below
 # LR_RING_MIN ids: _table_size).
 cdef enum:
     RING_NUM = 5
     RING_DEN = 4
     TABLE_PER_GHOST = 2
-    TABLE_PER_GHOST_SMALL = 4   # below LR_RING_MIN ids (see _table_size)
+    TABLE_PER_GHOST_SMALL = 8   # below LR_RING_MIN ids (see _table_size)
 
 
 cdef inline uint64_t _table_size(int64_t limit) noexcept nogil:
     """Table entries for ``limit`` ids: load 1/2 from LR_RING_MIN ids on (the memory target),
-    1/4 below.  NOTE: as the resident SlotMap's load 1/4: nearly every probe is for an absent id
-    (a miss) and ends at the first empty entry, and a deletion's backward shift at the next one;
-    both are about half as long.  Below LR_RING_MIN the 8 B more per id do not matter."""
+    1/8 below, where the 24 B more per id do not matter.  NOTE: nearly every probe is for an
+    absent id (a miss) and ends at the first empty entry, and a pop's backward shift at the next
+    one: both shorten with the load.  Measured at 8k blocks (loop only, vs load 1/2): load 1/4
+    arc x1.33, s3fifo x1.07-1.28; load 1/8 another x1.19 arc, x1.04 s3fifo, and no loss at 30k
+    blocks.  1/16 gained ~4% more at 8k but would be a 2 MB table at 32k ids (one noisy run
+    there, inconclusive): not taken."""
     if limit <= 4:
         return 16
     if limit < LR_RING_MIN:
