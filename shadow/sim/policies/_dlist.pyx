@@ -223,7 +223,12 @@ cdef list so_slots_oldest_first(SOrder* o):
 
 cdef int64_t so_ring_take_victim(LRing* q, const int64_t* slot_ids, const uint16_t* pins,
                                  const SlotMap* table) noexcept nogil:
-    """:func:`so_take_victim` of a ring."""
+    """:func:`so_take_victim` of a ring.
+
+    NOTE: the same steps as LRU's and VLLM's inline ``fast_evict``; kept apart on purpose: one
+    shared inline helper for the three changed gcc's inlining of the serve loop (callgrind, 8k
+    slots, 60k requests: vllm +8% instructions, lru +0.7%), so it was not kept.
+    """
     cdef int64_t i = lr_unpinned_first(q, pins), s
     if i < 0:
         return -1
