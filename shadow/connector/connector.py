@@ -45,8 +45,9 @@ from shadow.connector.config import ShadowConfig, parse_extra_config
 from shadow.connector.metrics import (ENGINE_FIELDS, ShadowCollector, ShadowPromMetrics,
                                       ShadowStats, rows_delta, start_endpoint)
 from shadow.connector.worker import (ADMIT, PREEMPT, RELEASE, RESET, CACHE_FIELDS, Prediction,
-                                     ShadowWorker, partial_tail_blocks)
+                                     ShadowWorker)
 from shadow.errors import ShadowError
+from shadow.sim.simulator import partial_tail_blocks
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig

@@ -107,16 +107,6 @@ class _SimAdapter:
         return False
 
 
-def partial_tail_blocks(num_computed_tokens: int, n_full_blocks: int, block_size: int) -> int:
-    """Blocks vLLM holds for a finished request beyond its ``n_full_blocks`` hashed ones (0/1).
-
-    NOTE: ``allocate_slots`` covers the tokens a step computes; the last sampled token is never
-    computed, so a request ends holding ``ceil(num_computed_tokens / B)`` blocks.  For a recorded
-    request ``num_computed_tokens = input_length + output_length - 1``.
-    """
-    return max(0, -(-int(num_computed_tokens) // int(block_size)) - int(n_full_blocks))
-
-
 def lower_thread_priority(increment: int) -> None:
     """Raise the calling thread's nice value by ``increment`` (Linux: nice is per thread).
 

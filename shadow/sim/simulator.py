@@ -55,6 +55,19 @@ def lookup_counts(records: np.ndarray, n_blocks: np.ndarray, mode: str, block_si
     return np.ascontiguousarray(np.clip(k, 0, n_blocks), dtype=np.int64)
 
 
+def partial_tail_blocks(num_computed_tokens, n_full_blocks, block_size):
+    """Blocks vLLM holds for a finished request beyond its ``n_full_blocks`` hashed ones (0/1 for
+    a recording); ints or numpy arrays alike.
+
+    NOTE: ``allocate_slots`` covers the tokens a step computes; the last sampled token is never
+    computed, so a request ends holding ``ceil(num_computed_tokens / B)`` blocks.  For a recorded
+    request ``num_computed_tokens = input_length + output_length - 1``.  The live connector calls
+    this per finished request, ``--lookup vllm`` per batch (:func:`vllm_anonymous_counts`).
+    """
+    extra = -(-num_computed_tokens // block_size) - n_full_blocks
+    return extra * (extra > 0)
+
+
 def vllm_anonymous_counts(records: np.ndarray, n_blocks: np.ndarray, block_size: int) -> np.ndarray:
     """Per request, the slots vLLM holds beyond the request's recorded blocks (``--lookup vllm``).
 
@@ -64,13 +77,12 @@ def vllm_anonymous_counts(records: np.ndarray, n_blocks: np.ndarray, block_size:
     when the computed length is not a multiple of B: the final partial block, allocated
     (evicting when the cache is full) and freed unhashed.  Where a trace names fewer of the
     request's blocks (a converted trace without its output blocks) the others count the same way:
-    room held while the request runs, nothing cached.  Same formula as the connector's
-    ``partial_tail_blocks``.
+    room held while the request runs, nothing cached (:func:`partial_tail_blocks`).
     """
     inp = records["input_length"].astype(np.int64)
     out = np.maximum(records["output_length"].astype(np.int64), 1)
-    held = -(-(inp + out - 1) // block_size)
-    return np.ascontiguousarray(np.maximum(held - n_blocks, 0), dtype=np.int64)
+    return np.ascontiguousarray(partial_tail_blocks(inp + out - 1, n_blocks, block_size),
+                                dtype=np.int64)
 
 
 #: PrefixSim's RESULT keys, in its order; this project's extra keys follow them.
