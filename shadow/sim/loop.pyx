@@ -799,11 +799,12 @@ cdef class CacheRun:
         cdef const int64_t* nxp
         if n <= 0:
             return 0
+        _check_batch(offsets, block_ids, timestamps, cost_exact, cost_int, n_match, n_anonymous)
+        if next_access.shape[0] != block_ids.shape[0]:
+            raise ValueError("next-access array of the wrong length")
         if n_match is not None:
             nm = &n_match[0]
         if n_anonymous is not None:
-            if n_anonymous.shape[0] < n:
-                raise ValueError("one anonymous-slot count per request")
             na = &n_anonymous[0]
         # NOTE: a batch of empty requests has no entries; any valid pointer will do then.
         idp = &block_ids[0] if block_ids.shape[0] > 0 else &offsets[0]
@@ -1005,6 +1006,38 @@ cdef class CacheRun:
                                   row[2], row[3])
         return served
 
+cdef int _check_batch(const int64_t[::1] offsets, const int64_t[::1] block_ids,
+                      const double[::1] timestamps, const double[::1] cost_exact,
+                      const int64_t[::1] cost_int, const int64_t[::1] n_match,
+                      const int64_t[::1] n_anonymous) except -1:
+    """Check the shapes of a batch's arrays before the loop reads them without bounds checks.
+
+    ``offsets`` (n + 1 non-decreasing entries from 0) must stay inside ``block_ids``; the
+    per-request arrays (``timestamps``, ``n_match``, ``n_anonymous``) need n entries and the
+    per-position cost arrays one entry per block of the longest request.
+    """
+    cdef int64_t n = offsets.shape[0] - 1, r, longest = 0, d
+    if offsets[0] != 0 or offsets[n] > block_ids.shape[0]:
+        raise ValueError(f"offsets span 0..{offsets[n]}, outside the {block_ids.shape[0]} block ids")
+    for r in range(n):
+        d = offsets[r + 1] - offsets[r]
+        if d < 0:
+            raise ValueError(f"offsets decrease at request {r}")
+        if d > longest:
+            longest = d
+    if timestamps.shape[0] < n:
+        raise ValueError(f"one timestamp per request: {timestamps.shape[0]} for {n} requests")
+    if n_match is not None and n_match.shape[0] < n:
+        raise ValueError(f"one match length per request: {n_match.shape[0]} for {n} requests")
+    if n_anonymous is not None and n_anonymous.shape[0] < n:
+        raise ValueError(f"one anonymous-slot count per request: {n_anonymous.shape[0]} for "
+                         f"{n} requests")
+    if cost_exact.shape[0] < longest or cost_int.shape[0] < longest:
+        raise ValueError(f"cost arrays of {min(cost_exact.shape[0], cost_int.shape[0])} "
+                         f"positions for a request of {longest} blocks")
+    return 0
+
+
 def serve_chunks(list runs, list next_access, const int64_t[::1] offsets,
                  const int64_t[::1] block_ids, const double[::1] timestamps,
                  const double[::1] cost_exact, const int64_t[::1] cost_int, int64_t first_request,
@@ -1034,6 +1067,7 @@ def serve_chunks(list runs, list next_access, const int64_t[::1] offsets,
         return
     if len(next_access) != n_runs:
         raise ValueError("one next-access array per cache")
+    _check_batch(offsets, block_ids, timestamps, cost_exact, cost_int, n_match, n_anonymous)
     off = &offsets[0]
     idp = &block_ids[0] if block_ids.shape[0] > 0 else off
     tsp = &timestamps[0]
@@ -1042,8 +1076,6 @@ def serve_chunks(list runs, list next_access, const int64_t[::1] offsets,
     if n_match is not None:
         nm = &n_match[0]
     if n_anonymous is not None:
-        if n_anonymous.shape[0] < n:
-            raise ValueError("one anonymous-slot count per request")
         na = &n_anonymous[0]
     if chunk_entries < 1:
         chunk_entries = 1

@@ -236,3 +236,48 @@ def test_reference_loop_batches_evict_n_like_the_cython_loop(name):
         for pin in (False, True):
             got, want, gc, wc, _, _ = run_both(name, "", 10, trace, pin=pin)
             assert got == want and gc == wc
+
+
+def test_batch_arrays_of_the_wrong_shape_are_value_errors():
+    # NOTE: the loop reads these arrays without bounds checks; each bad shape must be caught
+    # before it, in CacheRun.serve_batch and in serve_chunks alike.
+    from shadow.sim.loop import CacheRun, serve_chunks
+    from shadow.sim.registry import make_policy
+
+    off = np.array([0, 2, 5], dtype=np.int64)
+    ids = np.array([1, 2, 1, 3, 4], dtype=np.int64)
+    nxt = np.full(5, -1, dtype=np.int64)
+    ts = np.zeros(2)
+    ce, ci = np.ones(3), np.ones(3, dtype=np.int64)
+    two = np.array([2, 3], dtype=np.int64)
+    good = dict(offsets=off, block_ids=ids, next_access=nxt, timestamps=ts, cost_exact=ce,
+                cost_int=ci, n_match=two, n_anonymous=two * 0)
+    bad = {
+        "offsets span": dict(offsets=np.array([0, 2, 6], dtype=np.int64)),
+        "offsets decrease": dict(offsets=np.array([0, 3, 2], dtype=np.int64),
+                                 block_ids=ids[:3], next_access=nxt[:3]),
+        "one timestamp per request": dict(timestamps=ts[:1]),
+        "one match length": dict(n_match=two[:1]),
+        "one anonymous-slot count": dict(n_anonymous=two[:1]),
+        "cost arrays": dict(cost_exact=ce[:2]),
+        "next-access array": dict(next_access=nxt[:4]),
+    }
+
+    def both(kw):
+        run = CacheRun(make_policy("lru", 8), True, "deepest-first", True)
+        run.reserve(8)
+        yield lambda: run.serve_batch(kw["offsets"], kw["block_ids"], kw["next_access"],
+                                      kw["timestamps"], kw["cost_exact"], kw["cost_int"], 0,
+                                      n_match=kw["n_match"], n_anonymous=kw["n_anonymous"])
+        run2 = CacheRun(make_policy("lru", 8), True, "deepest-first", True)
+        run2.reserve(8)
+        yield lambda: serve_chunks([run2], [kw["next_access"]], kw["offsets"], kw["block_ids"],
+                                   kw["timestamps"], kw["cost_exact"], kw["cost_int"], 0,
+                                   n_match=kw["n_match"], n_anonymous=kw["n_anonymous"])
+
+    for call in both(good):
+        call()
+    for what, change in bad.items():
+        for call in both({**good, **change}):
+            with pytest.raises(ValueError, match=what):
+                call()
