@@ -21,10 +21,11 @@ cdef int idmap_init(IdMap* m, int64_t capacity) except -1 nogil:
     return 0
 
 
-cdef int slotmap_alloc(SlotMap* m, int64_t capacity) noexcept nogil:
-    """Size an empty table for ``capacity`` slots: about 4 entries per slot (load <= 1/4),
-    16 B/slot.  -1 (and ``m.e`` NULL) if out of memory."""
-    cdef uint64_t size = <uint64_t>(4 * capacity if capacity > 4 else 16)
+cdef int slotmap_alloc(SlotMap* m, int64_t capacity, int per_slot) noexcept nogil:
+    """Size an empty table for ``capacity`` slots: ``per_slot`` entries per slot (load <=
+    1/per_slot, 4 * per_slot B/slot; ``SLOTMAP_PER_SLOT`` = 4 unless a policy asks for fewer).
+    -1 (and ``m.e`` NULL) if out of memory."""
+    cdef uint64_t size = <uint64_t>(per_slot * capacity if capacity > 4 else 16)
     cdef uint32_t sbits = 1
     # NOTE: Lemire's reduction multiplies a 32-bit hash by the size: keep it below 2**32
     # (a cache of more than 2**30 slots then runs at a load above 1/4).
@@ -43,8 +44,8 @@ cdef int slotmap_alloc(SlotMap* m, int64_t capacity) noexcept nogil:
     return -1 if m.e == NULL else 0
 
 
-cdef int slotmap_init(SlotMap* m, int64_t capacity) except -1 nogil:
-    if slotmap_alloc(m, capacity) < 0:
+cdef int slotmap_init(SlotMap* m, int64_t capacity, int per_slot=SLOTMAP_PER_SLOT) except -1 nogil:
+    if slotmap_alloc(m, capacity, per_slot) < 0:
         with gil:
             raise MemoryError(f"cannot allocate a slot table for {capacity} ids")
     return 0

