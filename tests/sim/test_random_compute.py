@@ -191,8 +191,8 @@ def test_bad_parameters_are_clear_errors():
             make_policy("random_compute", 8, bad)
 
 
-@pytest.mark.parametrize("name", ["random_compute", "belady_compute", "partial_node_random_compute",
-                                  "partial_node_random_freq"])
+@pytest.mark.parametrize("name", ["random_compute", "random_compute_small_queue", "belady_compute",
+                                  "partial_node_random_compute", "partial_node_random_freq"])
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(trace=prefix_traces, capacity=st.integers(1, 16))
 def test_costs_past_32_bits_differential(name, trace, capacity):
