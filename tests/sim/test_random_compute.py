@@ -191,8 +191,8 @@ def test_bad_parameters_are_clear_errors():
             make_policy("random_compute", 8, bad)
 
 
-@pytest.mark.parametrize("name", ["random_compute", "belady_compute", "partial_node_random_compute",
-                                  "partial_node_random_freq"])
+@pytest.mark.parametrize("name", ["random_compute", "random_compute_small_queue", "belady_compute",
+                                  "partial_node_random_compute", "partial_node_random_freq"])
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(trace=prefix_traces, capacity=st.integers(1, 16))
 def test_costs_past_32_bits_differential(name, trace, capacity):
@@ -202,3 +202,141 @@ def test_costs_past_32_bits_differential(name, trace, capacity):
                                           cost_model="linear:1000000000,700000000")
     assert got == want
     assert gc == wc
+
+
+# --- 32-bit stamps (an epoch and a sweep) and 32-bit costs (widened on demand) ----------------
+
+# NOTE: the ages the epoch code must get right: around 13_862_944 (from there the prefilter's
+# bound is 0.0), 14_902_665 (from there exp(-age / 20000) is 0.0), 2**24, the clamp age (2**30)
+# and the span (2**31: a stamp this far past the epoch sweeps).
+_UNDERFLOW = 14_902_665
+_GAPS = [0, 1, 3, 700, 20000, 13_862_943, 13_862_944, _UNDERFLOW - 1, _UNDERFLOW, _UNDERFLOW + 1,
+         2**24 - 1, 2**24, 2**24 + 1, 2**30 - 1, 2**30, 2**30 + 1, 2**31 - 1, 2**31, 2**31 + 1,
+         3 * 2**31 + 5]
+_COSTS = [1] * 8 + [0, 3, 1000, -7, 2**31 - 1, -2**31, 2**31, -2**31 - 1, 2**40]
+
+
+def _drive(name: str, params: str, capacity: int, ops) -> tuple[object, list[int]]:
+    """Run ``ops`` on the Cython policy and its reference, comparing after each: hit or miss,
+    victim, residents, population order and every resident's (last, freq, cost), freq bit for bit.
+
+    An op is ``("get", block, gap, lag, cost)`` (the stamp advances by ``gap``; ``req_vtime`` is the
+    stamp, ``vtime`` lags it by ``lag``, as a request's stamp is ahead of its gets) or ``("evict",
+    0, gap, lag, 0)`` (an eviction at ``now = stamp - lag``).  The policy's ``last`` is
+    ``max(true last, epoch)``: a sweep clamps older ones to the epoch.  Returns the policy and
+    its epoch after each op.
+    """
+    from types import SimpleNamespace
+
+    p = make_policy(name, capacity, params)
+    r = make_reference(name, capacity, params)
+    t = vt = 0
+    epochs = []
+    for kind, b, gap, lag, cost in ops:
+        t += gap
+        vt = max(vt, t - lag)
+        acc = SimpleNamespace(block_id=b, cost=cost, cost_exact=float(cost), next_access=-1,
+                              vtime=vt, req_vtime=t)
+        if kind == "get":
+            want = r.find(b)
+            if want:
+                r.hit(b, acc)
+            else:
+                if len(r) >= capacity:
+                    r.evict(acc, set())
+                r.insert(b, acc)
+            assert p.py_get(b, cost=cost, vtime=vt, req_vtime=t) == want
+        else:
+            assert p.py_evict(vtime=vt) == r.evict(acc, set())
+        assert sorted(p.resident_ids()) == sorted(r.last)
+        assert p.population() == r.dense.live()
+        for x in r.last:
+            assert p.stats(x) == (max(r.last[x], p.epoch), r.freq[x], r.cost[x]), (x, t)
+        epochs.append(p.epoch)
+    return p, epochs
+
+
+_ops = st.lists(st.tuples(st.sampled_from(["get"] * 3 + ["evict"]), st.integers(1, 12),
+                          st.sampled_from(_GAPS), st.sampled_from([0, 0, 1, 3]),
+                          st.sampled_from(_COSTS)),
+                min_size=1, max_size=60)
+
+
+@pytest.mark.parametrize("name", ["random_compute", "random_compute_small_queue"])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=_ops, capacity=st.integers(2, 10),
+       params=st.sampled_from(["n-sample=8,evict-batch=1", "n-sample=3,evict-batch=1,seed=5",
+                               "n-sample=8,evict-batch=1,timestamp=access"]))
+def test_epoch_sweeps_differential(name, ops, capacity, params):
+    # stamps that jump past 2**31 at once and in steps (several sweeps a run), ages on both sides
+    # of the underflow, the prefilter's cut-off and the clamp age, hits before and after a sweep,
+    # and now and then a cost outside int32 (the costs widen mid-run)
+    _drive(name, params, capacity, [(k, b if k == "get" else 0, g, lag, c)
+                                    for k, b, g, lag, c in ops])
+
+
+def test_epoch_sweeps_hand_built():
+    # Every block is seen by a 64-draw sample over 8 (fixed by the seed).  S is the first stamp
+    # 2**31 past the epoch 0: the sweep moves the epoch to S - 2**30 and clamps 1 .. 4 (and 5,
+    # exactly 2**30 old at S, stays).  Hits after the sweep on clamped blocks get freq 1.0 as in
+    # the reference (true age far past the underflow); draws before and after give the same ties.
+    S, C = 2**31, 2**30
+    g = "get"
+    ops = [(g, 1, 1, 0, 3), (g, 2, 1, 0, 3), (g, 3, 1, 0, 100), (g, 1, 47, 0, 3),  # 1 hit (freq 2)
+           (g, 4, C - 1 - 50, 0, 7),                     # last = C - 1: clamped at S
+           (g, 5, 1, 0, 7),                              # last = C: age exactly C at S, kept
+           (g, 6, 2000, 0, 7),                           # last = C + 2000
+           (g, 7, S - C - 2000, 0, 5),                   # at S: the sweep (no eviction: 7 of 8)
+           (g, 1, 1, 0, 3), (g, 4, 0, 0, 7),             # hits on clamped blocks: freq 1.0
+           (g, 6, 2, 0, 7),                              # hit 2**30 - 1997 after its last
+           ("evict", 0, _UNDERFLOW - 3, 0, 0),           # ages on both sides of the underflow
+           ("evict", 0, 4, 0, 0), (g, 8, 0, 0, 2), (g, 9, 1, 0, 2),
+           (g, 8, S, 0, 2),                              # sweep two: 8 is hit across it
+           (g, 10, 2**24 + 1, 0, 2), (g, 11, 2**24, 0, 2), ("evict", 0, 0, 2, 0),
+           (g, 9, 3 * S, 0, 2**33),                      # sweep three, and the costs widen
+           ("evict", 0, 1, 0, 0), ("evict", 0, 1, 0, 0)]
+    stamps = [sum(o[2] for o in ops[:i + 1]) for i in range(len(ops))]
+    for name in ("random_compute", "random_compute_small_queue"):
+        p, epochs = _drive(name, "n-sample=64,evict-batch=1,seed=3", 8, ops)
+        assert sorted(set(epochs)) == [0, stamps[7] - C, stamps[15] - C, stamps[19] - C]
+        assert p.cost_bits() == 64
+
+
+def test_epoch_sweep_clamps_and_hits():
+    # the sweep itself: lasts older than the new epoch become it, newer ones stay; a hit on a
+    # clamped block restarts its count at 1.0, as a hit after any age past the underflow does
+    p = make_policy("random_compute", 4, "n-sample=8,evict-batch=1")
+    p.py_get(1, cost=2, req_vtime=10)
+    p.py_get(1, cost=2, req_vtime=10)                   # freq 2.0
+    p.py_get(2, cost=2, req_vtime=2**30 + 5)
+    assert p.epoch == 0
+    p.py_get(3, cost=2, req_vtime=2**31)
+    assert p.epoch == 2**30
+    assert p.stats(1) == (2**30, 2.0, 2) and p.stats(2) == (2**30 + 5, 1.0, 2)
+    assert p.stats(3) == (2**31, 1.0, 2)
+    p.py_get(1, cost=2, req_vtime=2**31)
+    assert p.stats(1) == (2**31, 1.0, 2)
+    p.py_get(2, cost=2, req_vtime=2**31 + 20000)        # 2**30 - 19995 old: past the underflow
+    assert p.stats(2) == (2**31 + 20000, 1.0, 2)
+
+
+def test_costs_widen_mid_run():
+    # costs live in the 32-bit record until one does not fit (either side), then in 64 bits for
+    # good, the earlier ones copied: no score ever sees a clipped cost.  At now = 2 (every age 1):
+    # 2 (cost 2**31 - 1, freq 3) scores about 6.4e9 and 1 (cost 2**32, freq 2) about 8.6e9, so 2
+    # goes before 1; 1's cost clipped to 2**31 - 1 would give it 4.3e9 and evict it first.
+    p = make_policy("random_compute", 4, "n-sample=64,evict-batch=1,seed=2")
+    p.py_get(1, cost=5, vtime=1, req_vtime=1)
+    for _ in range(3):
+        p.py_get(2, cost=2**31 - 1, vtime=1, req_vtime=1)
+    p.py_get(3, cost=-2**31, vtime=1, req_vtime=1)
+    assert p.cost_bits() == 32
+    p.py_get(1, cost=2**32, vtime=1, req_vtime=1)      # a hit widens
+    assert p.cost_bits() == 64
+    assert [p.stats(b)[2] for b in (1, 2, 3)] == [2**32, 2**31 - 1, -2**31]
+    p.py_get(4, cost=-2**31 - 1, vtime=1, req_vtime=1)
+    assert p.stats(4) == (1, 1.0, -2**31 - 1)
+    assert [p.py_evict(vtime=2) for _ in range(3)] == [4, 3, 2]
+    q = make_policy("random_compute", 4, "n-sample=64,evict-batch=1")
+    q.py_get(1, cost=-2**31 - 1, vtime=1, req_vtime=1)  # an insert widens (below int32)
+    assert q.cost_bits() == 64 and q.stats(1)[2] == -2**31 - 1

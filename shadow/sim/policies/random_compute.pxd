@@ -14,7 +14,7 @@ belady_compute, partial_node_random_compute), C-level.
   candidates; ties go to the earlier draw, so ``b == 1`` is libCacheSim's "first drawn wins".
 """
 
-from libc.stdint cimport int64_t, int32_t, uint64_t
+from libc.stdint cimport int64_t, int32_t, uint32_t, uint64_t
 
 from shadow.sim.policy cimport Policy, Access
 
@@ -130,20 +130,25 @@ cdef class SampledPolicy(Policy):
 
 
 cdef struct RCStat:
-    # NOTE: only what a draw reads, 16 B a slot (4 to a cache line, never straddling one): the
-    # decayed count lives in its own array (``freq``), read and written by a hit only.  A draw
-    # then loads one line per candidate instead of 1.125 (24-byte records straddle one line in
-    # eight) and the sampled records take 8 MiB instead of 12 at 512k slots, more of it in L3.
-    # No cost field: nothing reads it but ``num`` (the touch sets num = cost * freq with the
-    # access's own cost).
-    int64_t last                # stamp of the last access
-    double num                  # <double>cost * freq, the score's numerator, kept up to date
+    # NOTE: everything a draw and a hit read, 16 B a slot (4 to a cache line, never straddling
+    # one): a draw loads one line per candidate and computes the score's numerator itself
+    # (``<double>cost * freq``: bit for bit the ``num`` a touch used to store, the same two
+    # operands).  ``last`` is 32 bits relative to the policy's ``epoch`` (see ``_rel``) and
+    # ``cost`` 32 bits until a cost outside int32 arrives (then ``cost64`` holds every cost).
+    uint32_t last               # stamp of the last access - epoch
+    int32_t cost                # llround cost of the last access (unused once cost64 is set)
+    double freq                 # decayed access count
 
 
 cdef class RandomCompute(SampledPolicy):
     cdef bint per_request       # stamp = the request's req_vtime (True) or the get's vtime
     cdef RCStat* st             # per slot, 16 B (64 B aligned base)
-    cdef double* freq           # per slot: decayed access count
+    cdef int64_t* cost64        # NULL until a cost outside int32 arrives; then the only costs
+    cdef readonly int64_t epoch # st[s].last + epoch is the absolute stamp
 
     cdef void _init_stats(self, int64_t slot, const Access* acc) noexcept nogil
     cdef void _touch(self, int64_t slot, const Access* acc) noexcept nogil
+    cdef uint32_t _rel(self, int64_t stamp) noexcept nogil
+    cdef uint32_t _rel_slow(self, int64_t stamp) noexcept nogil
+    cdef void _set_cost(self, int64_t slot, int64_t c) noexcept nogil
+    cdef void _widen(self) noexcept nogil

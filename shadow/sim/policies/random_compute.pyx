@@ -16,19 +16,23 @@ Pins: honoured.  Draws that land on a pinned block are discarded and redrawn (at
 ``4 * n-sample`` draws per sample); if none of them is unpinned the population is scanned in
 order for unpinned blocks, and only if every block is pinned is a pinned one taken (best effort).
 
-Memory: base 26 B/slot + pin bitmap 1/8 + dense set 8 + last 8 + cost x freq 8 + freq 8 = 58 B/slot.
-NOTE: the cost itself is not stored: only ``cost x freq`` is ever read (``stats`` derives the cost
-back as ``llround(num / freq)``, exact for costs below 2**51 in magnitude).
+Memory: base 26 B/slot + pin bitmap 1/8 + dense set 8 + one 16-byte record (last 4, cost 4,
+freq 8) = 50 B/slot (measured 50.2 at 1M slots).  NOTE: the record is all a draw or a hit reads;
+the score's numerator ``cost * freq`` is computed at the draw (the same double product a touch used
+to store).  ``last`` is kept as ``stamp - epoch`` in 32 bits: a stamp 2**31 past the epoch moves it
+and clamps the older stamps, without changing a decision (see ``_rel_slow``).  ``cost`` is kept in
+32 bits; the first cost outside int32 moves every cost to a 64-bit array for good (+8 B/slot), as
+belady_compute does, so no score ever sees a clipped cost.
 
 Speed (same draws and decisions): a sample's draws are scored with a cheap lower bound of the
 score first; the ``exp`` is taken only for a draw that may enter the ``evict-batch`` kept so far.
 A large cache is bound by the random loads of the draws (128 a sample, each ``items[index]``, its
 pin state and its score record): the pin state is read from a bitmap that stays in L2 (not from
-``pins``), and skipped when nothing is pinned; the record a draw reads (``last``, ``num``) is 16 B
-and 64 B aligned, one cache line, with ``freq`` apart; large arrays are on huge pages.
+``pins``), and skipped when nothing is pinned; the record a draw reads is 16 B and 64 B aligned,
+one cache line; large arrays are on huge pages.
 """
 
-from libc.stdint cimport int64_t, int32_t, uint16_t, uint64_t
+from libc.stdint cimport int64_t, int32_t, uint16_t, uint32_t, uint64_t, INT32_MIN, INT32_MAX
 from libc.stdlib cimport malloc, free
 
 cdef extern from "<stdlib.h>" nogil:
@@ -251,6 +255,21 @@ cdef class SampledPolicy(Policy):
         return [self.slot_ids[self.dense.items[i]] for i in range(self.dense.n)]
 
 
+cdef enum:
+    # NOTE: a stamp 2 * CLAMP_AGE (2**31: not an int, so not an enum) past the epoch moves the
+    # epoch to the stamp less CLAMP_AGE; lasts older than the new epoch become it (see _rel_slow).
+    CLAMP_AGE = 1 << 30
+
+
+cdef inline double rc_num(const RCStat* st, const int64_t* cost64, int64_t slot) noexcept nogil:
+    """The score's numerator ``<double>cost * freq`` of ``st`` (slot ``slot``'s record)."""
+    # NOTE: the one product the touch stored as ``num`` before the record lost it (the access's
+    # cost, converted to double, times the freq it had just set): same operands, same rounding.
+    if cost64 != NULL:
+        return <double>cost64[slot] * st.freq
+    return <double>st.cost * st.freq
+
+
 cdef class RandomCompute(SampledPolicy):
     """See the module docstring."""
 
@@ -265,49 +284,129 @@ cdef class RandomCompute(SampledPolicy):
             self.st = <RCStat*>shadow_big_malloc(nbytes)
         elif posix_memalign(<void**>&self.st, 64, nbytes) != 0:
             self.st = NULL
-        self.freq = <double*>shadow_big_malloc(max(capacity, 1) * sizeof(double))
-        if self.st == NULL or self.freq == NULL:
+        if self.st == NULL:
             raise MemoryError(f"cannot allocate a cache of {capacity} slots")
+        self.cost64 = NULL
+        self.epoch = 0
         self.pf_base = <const char*>self.st
         self.pf_stride = sizeof(RCStat)
 
     def __dealloc__(self):
         free(self.st)
-        free(self.freq)
+        free(self.cost64)
+
+    cdef inline uint32_t _rel(self, int64_t stamp) noexcept nogil:
+        """``stamp - epoch`` as stored in a record, moving the epoch first if it does not fit."""
+        # NOTE: one unsigned test catches both a stamp past the span and one below the epoch.
+        if <uint64_t>(stamp - self.epoch) >= 2 * <uint64_t>CLAMP_AGE:
+            return self._rel_slow(stamp)
+        return <uint32_t>(stamp - self.epoch)
+
+    cdef uint32_t _rel_slow(self, int64_t stamp) noexcept nogil:
+        """Move the epoch to ``stamp - CLAMP_AGE``, clamping every older ``last`` to it.
+
+        NOTE: exact, not an approximation.  Let S be this stamp and L = 2**30 - 14_902_665
+        (1.06e9).  The stamps never go back by more than L and a draw's ``now`` never lags the
+        latest stamp by more than L (the simulator's stamps never go back, and its ``now`` lags
+        by at most one request's blocks).  A clamped block's last is below S - 2**30, so at every
+        later draw and hit its age, true or clamped (``t - (S - 2**30)``), is at least 14_902_665,
+        from where exp(-age / 20000) is 0.0 in IEEE double (exp(-x) is 0 past x = 745.1332).  So
+        with either age:
+
+        * a draw scores ``num * 0.0 / r``: 0.0 (-0.0 for a negative cost; equal in every compare),
+          the same ties;
+        * the prefilter's bound ``exp2_neg_below(r * LOG2E_PER_AGE)`` is 0.0 (y >= 1000 from
+          r = 13_862_944), so its test is ``0.0 * num >= thr * r`` with ``num >= 0`` finite, which
+          depends on the sign of ``thr`` only: r >= 1 is finite, so ``thr * r`` is 0 only for a
+          zero ``thr`` (it never underflows to 0) and keeps the sign of ``thr`` (overflow too);
+        * a hit has d > 0 and sets ``freq = freq * 0.0 + 1.0 = 1.0``.
+
+        Every stored value stays below 2**31.  The 2**24 the underflow alone needs would leave a
+        lag of only 1.9e6; 2**30 costs a pass over the records every 2**30 stamps, not 2**31.
+        A stamp below the epoch (back by more than 2**30, or negative: never from the simulator)
+        is taken as the epoch.
+        """
+        cdef int64_t new_epoch, delta, i, a
+        cdef RCStat* st = self.st
+        if stamp < self.epoch:
+            return 0
+        new_epoch = stamp - CLAMP_AGE
+        delta = new_epoch - self.epoch
+        # NOTE: every slot, free ones too (harmless, an insert rewrites them): the small FIFO's
+        # residents of random_compute_small_queue are not in ``dense``.
+        for i in range(self.capacity):
+            a = <int64_t>st[i].last - delta
+            st[i].last = <uint32_t>a if a > 0 else 0
+        self.epoch = new_epoch
+        return <uint32_t>(stamp - new_epoch)
+
+    cdef inline void _set_cost(self, int64_t slot, int64_t c) noexcept nogil:
+        if self.cost64 != NULL:
+            self.cost64[slot] = c
+        elif INT32_MIN <= c <= INT32_MAX:
+            self.st[slot].cost = <int32_t>c
+        else:
+            self._widen()
+            if self.cost64 != NULL:
+                self.cost64[slot] = c
+            else:
+                self.st[slot].cost = INT32_MAX if c > 0 else INT32_MIN
+
+    cdef void _widen(self) noexcept nogil:
+        """Move the costs to a 64-bit array for good (once), as belady_compute does.  NOTE: if that
+        allocation fails the costs saturate at the int32 bounds instead (nothing here may raise)."""
+        cdef int64_t i
+        cdef int64_t* c64 = <int64_t*>shadow_big_malloc(max(self.capacity, 1) * sizeof(int64_t))
+        if c64 == NULL:
+            return
+        for i in range(self.capacity):
+            c64[i] = self.st[i].cost
+        self.cost64 = c64
+        # NOTE: a draw now reads a second line (its cost): load it at the draw as well.
+        self.pf2_base = <const char*>c64
+        self.pf2_stride = sizeof(int64_t)
+
+    def cost_bits(self) -> int:
+        """32 or 64: the width the costs are kept in (tests)."""
+        return 64 if self.cost64 != NULL else 32
 
     cdef void _init_stats(self, int64_t slot, const Access* acc) noexcept nogil:
+        cdef uint32_t rel = self._rel(acc.req_vtime if self.per_request else acc.vtime)
         cdef RCStat* st = &self.st[slot]
-        st.last = acc.req_vtime if self.per_request else acc.vtime
-        self.freq[slot] = 1.0
-        st.num = <double>acc.cost
+        st.last = rel
+        st.freq = 1.0
+        self._set_cost(slot, acc.cost)
 
     cdef void _touch(self, int64_t slot, const Access* acc) noexcept nogil:
+        # NOTE: the stamp first: moving the epoch rewrites this record's ``last`` too.
+        cdef uint32_t rel = self._rel(acc.req_vtime if self.per_request else acc.vtime)
         cdef RCStat* st = &self.st[slot]
-        cdef int64_t stamp = acc.req_vtime if self.per_request else acc.vtime
-        cdef int64_t d = stamp - st.last
-        cdef double f = self.freq[slot]
+        cdef int64_t d = <int64_t>rel - <int64_t>st.last
+        cdef double f = st.freq
         if d > 0:
             f = f * exp(-<double>d / DECAY) + 1.0
         else:
             f += 1.0
-        self.freq[slot] = f
-        st.last = stamp
-        st.num = <double>acc.cost * f
+        st.freq = f
+        st.last = rel
+        self._set_cost(slot, acc.cost)
 
     cdef double _score(self, int64_t slot, int64_t now) noexcept nogil:
         cdef const RCStat* st = &self.st[slot]
-        cdef int64_t r = now - st.last
+        cdef int64_t r = now - self.epoch - <int64_t>st.last
         if r < 1:
             r = 1
-        return st.num * exp(-<double>r / DECAY) / <double>r
+        return rc_num(st, self.cost64, slot) * exp(-<double>r / DECAY) / <double>r
 
     cdef int64_t _pick(self, int64_t now, int64_t b) noexcept nogil:
         """``pick_best`` over ``_score``, computing the exact score (an ``exp``) only when a cheap
         lower bound does not already lose to the ``b``-th best kept so far."""
         cdef int64_t nc = self._draw_slots(), i, m = 0, r
+        cdef int64_t now_rel = now - self.epoch
         cdef int32_t s
         cdef const RCStat* st
         cdef const RCStat* stats = self.st
+        cdef const int64_t* cost64 = self.cost64
         cdef const int32_t* cand = self.cand
         cdef double num, sc, thr = 0.0
         cdef int32_t* out = self.best
@@ -315,10 +414,12 @@ cdef class RandomCompute(SampledPolicy):
         for i in range(nc):
             s = cand[i]
             st = &stats[s]
-            r = now - st.last
+            # NOTE: in 64 bits: ``now`` may be behind ``last`` (a request's stamp is ahead of its
+            # gets' vtime), and the stored ``last`` is unsigned.
+            r = now_rel - <int64_t>st.last
             if r < 1:
                 r = 1
-            num = st.num
+            num = rc_num(st, cost64, s)
             if m == b and num >= 0.0:
                 # NOTE: pick_push skips a draw whose score is not below the b-th kept one (thr);
                 # a lower bound of the score that is not below it decides the same without the
@@ -341,11 +442,12 @@ cdef class RandomCompute(SampledPolicy):
         return slot
 
     def stats(self, block_id: int) -> tuple:
-        """(last, freq, cost) of a resident block (tests)."""
+        """(last, freq, cost) of a resident block, ``last`` absolute (tests)."""
         cdef int64_t s = self.find(block_id)
         if s < 0:
             raise KeyError(block_id)
-        return (self.st[s].last, self.freq[s], round(self.st[s].num / self.freq[s]))
+        cost = self.cost64[s] if self.cost64 != NULL else self.st[s].cost
+        return (self.epoch + self.st[s].last, self.st[s].freq, cost)
 
 
 def check_sampling_params(name: str, params: dict) -> None:
