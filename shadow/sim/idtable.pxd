@@ -157,7 +157,7 @@ cdef inline bint idmap_del(IdMap* m, int64_t key) noexcept nogil:
 
 cdef enum:
     SLOTMAP_PER_SLOT = 4          # default entries per slot (load <= 1/4, 16 B/slot; NOTE below)
-    SLOTMAP_COMPACT_MIN = 32768   # a policy's denser table (Policy._compact_table) from this many
+    SLOTMAP_COMPACT_MIN = 32768   # a policy's denser table (TABLE_PER_SLOT) from this many
                                   # slots on (LR_RING_MIN's size: below it memory does not matter)
 
 
@@ -184,9 +184,10 @@ cdef struct SlotMap:
 #   half, and deletion reads a moved entry's key from ``slot_ids`` (about 0.3 reads per delete).
 #
 # NOTE: a policy whose own per-slot state would otherwise pass the 48 B/slot budget (gdsf,
-# s3fifo, arc) asks for 3 entries a slot (load <= 1/3, 12 B/slot) from
-# SLOTMAP_COMPACT_MIN slots on (``Policy._compact_table``).  Expected miss probe 1.6 entries
-# instead of 1.4, still within one cache line nearly always.  Measured (loop only, one process,
+# s3fifo, arc, random_compute and its small-queue subclass) asks for 3 entries a slot (load <=
+# 1/3, 12 B/slot) from SLOTMAP_COMPACT_MIN slots on (class attribute ``TABLE_PER_SLOT``, read by
+# ``Policy.__cinit__``).  Expected miss probe 1.6 entries instead of 1.4, still within one cache
+# line nearly always.  Measured (loop only, one process,
 # 4 / 3 / 2 entries a slot interleaved per round, 5 rounds, medians, noisy machine), 3 vs 4 at
 # 8k / 128k / 512k: gdsf x0.98 / 1.03 / 0.99, s3fifo x0.88 / 1.02 / 0.91, arc x0.94 / 0.86 / 1.11,
 # random_compute x0.95 / 0.93 / 1.04, lru x1.12 / 1.02 / 0.89: no loss above the noise; 2

@@ -5,8 +5,8 @@ The base :class:`Policy` owns what every policy needs and the serve loop reads d
 
 * ``capacity`` slots ``0 .. capacity-1``; ``n_resident`` of them hold a block;
 * ``table``: block id -> slot for exactly the **resident** blocks, a
-  :c:type:`~shadow.sim.idtable.SlotMap` of 4-byte entries (fingerprint, slot) at load <= 1/4 (1/3 or
-  less for the policies that ask for it with :meth:`_compact_table`, in caches from 32k slots) whose
+  :c:type:`~shadow.sim.idtable.SlotMap` of 4-byte entries (fingerprint, slot) at load <= 1/4 (1/3 for
+  the policies whose class sets ``TABLE_PER_SLOT = 3``, in caches from 32k slots) whose
   keys are read from ``slot_ids`` (ghost entries never live here; a policy keeps ghosts in its own
   :class:`~shadow.sim.idtable.IdTable`);
 * ``slot_ids[slot]``: the block id held by the slot; a free slot holds
@@ -159,7 +159,6 @@ cdef class Policy:
         self.n_resident -= 1
         return block_id
 
-    cdef int _compact_table(self, int per_slot) except -1
     cdef int _want_pinbits(self) except -1
     cdef void _pin_over_add(self, int64_t slot) noexcept nogil
     cdef bint _pin_over_take(self, int64_t slot, bint all_of_it) noexcept nogil

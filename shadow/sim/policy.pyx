@@ -5,7 +5,7 @@ from libc.stdlib cimport malloc, calloc, realloc, free
 from libc.stdint cimport INT64_MIN, uint16_t
 
 from shadow.sim.idtable cimport (slotmap_init, slotmap_free, shadow_big_malloc, shadow_big_calloc,
-                                 SLOTMAP_COMPACT_MIN)
+                                 SLOTMAP_PER_SLOT, SLOTMAP_COMPACT_MIN)
 
 
 cdef class Policy:
@@ -16,6 +16,7 @@ cdef class Policy:
 
     def __cinit__(self, int64_t capacity, *args, **kwargs):
         cdef int64_t i
+        cdef int per_slot
         if capacity <= 0:
             raise ValueError(f"cache capacity must be positive, got {capacity}")
         if capacity >= (1 << 31) - 1:
@@ -24,7 +25,16 @@ cdef class Policy:
         self.n_resident = 0
         self.pin_enabled = True
         self.wants_release = False
-        slotmap_init(&self.table, capacity)
+        # NOTE: a policy whose own per-slot state would otherwise take it past the memory budget
+        # (48 B a slot) sets the class attribute ``TABLE_PER_SLOT`` (3: 12 B a slot instead of
+        # 16); a denser table means longer probes and shifts, so caches below
+        # SLOTMAP_COMPACT_MIN slots, where memory does not matter, keep 4.  Read here, before
+        # the table is allocated: a table sized twice (allocated, freed, allocated again) moved
+        # glibc's mmap threshold and cost 2.7 B/slot more RSS than it saved in one policy.
+        per_slot = SLOTMAP_PER_SLOT
+        if capacity >= SLOTMAP_COMPACT_MIN:
+            per_slot = min(per_slot, getattr(type(self), "TABLE_PER_SLOT", per_slot))
+        slotmap_init(&self.table, capacity, per_slot)
         self.slot_ids = <int64_t*>shadow_big_malloc(capacity * sizeof(int64_t))
         self.pins = <uint16_t*>shadow_big_calloc(capacity, sizeof(uint16_t))
         self.pinbits = NULL
@@ -45,19 +55,6 @@ cdef class Policy:
         free(self.pins)
         free(self.pinbits)
         free(self.pin_over)
-
-    cdef int _compact_table(self, int per_slot) except -1:
-        """Resize the empty resident table to ``per_slot`` entries a slot (``4 * per_slot`` B
-        instead of 16) if the cache has at least ``SLOTMAP_COMPACT_MIN`` slots (call from a
-        subclass's ``__cinit__``).  NOTE: for the policies whose own per-slot state would
-        otherwise take them past the memory budget (48 B a slot); a denser table means longer
-        probes and shifts, so small caches, where memory does not matter, keep load 1/4."""
-        if self.n_resident != 0:
-            raise RuntimeError("the resident table can only be resized while the cache is empty")
-        if self.capacity >= SLOTMAP_COMPACT_MIN and per_slot < self.table.size // self.capacity:
-            slotmap_free(&self.table)
-            slotmap_init(&self.table, self.capacity, per_slot)
-        return 0
 
     cdef int _want_pinbits(self) except -1:
         """Keep ``pinbits`` from now on (call from a subclass's ``__cinit__``, while nothing is

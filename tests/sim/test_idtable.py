@@ -89,10 +89,12 @@ def test_bad_arguments_raise() -> None:
         SlotTable(0)
 
 
-@pytest.mark.parametrize("name", ["lru", "gdsf", "s3fifo", "arc"])
+@pytest.mark.parametrize("name", ["lru", "gdsf", "s3fifo", "arc", "random_compute",
+                                  "random_compute_small_queue"])
 def test_compact_resident_table_only_from_32k_slots(name) -> None:
-    """gdsf, s3fifo and arc keep 3 table entries a slot (12 B) from 32k slots, 4 below; every
-    other policy 4 at any size.  A compacted table still finds every resident id after churn."""
+    """gdsf, s3fifo, arc and random_compute(_small_queue) keep 3 table entries a slot (12 B) from
+    32k slots, 4 below; every other policy 4 at any size.  A compacted table still finds every
+    resident id after churn."""
     from shadow.sim.registry import make_policy
 
     compact = name != "lru"

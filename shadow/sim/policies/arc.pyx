@@ -40,9 +40,9 @@ cdef class ARC(Policy):
 
     The operations are the inline ``fast_*`` methods of arc.pxd.
     """
+    TABLE_PER_SLOT = 3    # NOTE: resident table 12 B/slot from 32k slots (budget: see Memory)
 
     def __cinit__(self, int64_t capacity, *args, **kwargs):
-        self._compact_table(3)    # NOTE: 12 B/slot from 32k slots (memory budget: see Memory)
         dl_init(&self.t1, capacity)
         self.t2 = self.t1
         self.in_t2 = <uint8_t*>calloc(capacity, sizeof(uint8_t))

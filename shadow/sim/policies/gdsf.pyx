@@ -20,7 +20,7 @@ order matters: when the 32-bit counter runs out, the live stamps are renumbered 
 the same order (in place, O(n log n), once per ~4e9 inserts/hits), which changes no comparison.
 
 Memory: base 26 B/slot + heap entry 16 + position 4 + freq 4 = 50 B/slot below 32k slots; from
-32k slots the resident table keeps 3 entries a slot instead of 4 (``_compact_table``): 46 B/slot
+32k slots the resident table keeps 3 entries a slot instead of 4 (``TABLE_PER_SLOT``): 46 B/slot
 (measured 46.1 at 1M slots), under the 48 B budget.
 """
 
@@ -67,6 +67,7 @@ cdef class GDSF(Policy):
     """See the module docstring.  Invariants: ``heap[0 .. n_heap)`` is a 4-ary min-heap on
     (priority, stamp) (children of ``i``: ``4i+1 .. 4i+4``); ``pos[heap[i].slot] == i``; the live
     stamps are distinct and below ``clock + 1``."""
+    TABLE_PER_SLOT = 3    # NOTE: resident table 12 B/slot from 32k slots (budget: see Memory)
 
     cdef HeapEnt* heap_raw
     cdef HeapEnt* heap
@@ -80,7 +81,6 @@ cdef class GDSF(Policy):
     cdef readonly bint cost_aware
 
     def __cinit__(self, int64_t capacity, bint cost_aware=False, *args, **kwargs):
-        self._compact_table(3)    # NOTE: 12 B/slot from 32k slots (memory budget: see Memory)
         # NOTE: entry 0 sits 48 bytes into a 64-byte line, so entries 4i+1 .. 4i+4 (the children
         # of i) fill exactly one line.
         if posix_memalign(<void**>&self.heap_raw, 64, (capacity + 4) * sizeof(HeapEnt)) != 0:

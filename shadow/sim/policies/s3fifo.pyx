@@ -45,10 +45,10 @@ cdef class S3FIFO(Policy):
 
     The operations are the inline ``fast_*`` methods of s3fifo.pxd.
     """
+    TABLE_PER_SLOT = 3    # NOTE: resident table 12 B/slot from 32k slots (budget: see Memory)
 
     def __cinit__(self, int64_t capacity, double small_ratio=0.10, double ghost_ratio=0.90,
                   int64_t threshold=2, *args, **kwargs):
-        self._compact_table(3)    # NOTE: 12 B/slot from 32k slots (memory budget: see Memory)
         self.small_size = <int64_t>(capacity * small_ratio)
         if self.small_size < 1:
             self.small_size = 1
