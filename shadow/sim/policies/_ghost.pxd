@@ -5,13 +5,17 @@
 A :c:type:`GhostRing` holds up to ``limit`` ids (the caller pops before pushing past it), oldest
 at ``tail``, newest just before ``head``:
 
-* ``ids``: ``cap`` int64 entries (``cap`` about 1.25 x ``limit``); ``ids[i] == 0`` is a free
-  entry or a *tombstone* (an id taken out of the middle by a ghost hit: ids are >= 1);
+* the ring: ``cap`` entries (``cap`` about 1.25 x ``limit``), read with :c:func:`gr_at`; entry 0
+  is a free entry or a *tombstone* (an id taken out of the middle by a ghost hit: ids are >= 1).
+  It is ``ids32`` (int32 entries) while every value pushed so far fits (``|v| <= INT32_MAX``,
+  ARC's negated ids included), and ``ids64`` for good from the first push of a larger one
+  (:c:func:`gr_widen`: same ``cap``, every entry copied in place, so the table stays valid); the
+  other pointer is NULL;
 * the live span ``tail, tail+1, .., head-1`` (mod ``cap``) has ``span`` entries, ``n`` of them
   live; a push at a full span first compacts it (the live ids slide towards the tail, in order);
 * ``e``: ``size`` 4-byte entries, open addressing with linear probing and backward-shift
   deletion: 0 empty, else ``(fingerprint << sbits) | (position + 1)``; home = the id's hash's
-  top 32 bits scaled to ``size`` (Lemire); the key is verified against ``ids``.  ``size`` is
+  top 32 bits scaled to ``size`` (Lemire); the key is verified against the ring.  ``size`` is
   2 x ``limit`` (load 1/2: the memory target) from LR_RING_MIN ids on and 8 x ``limit`` below
   (load 1/8: shorter probes and shifts where memory does not matter; ``_table_size``).
 
@@ -19,20 +23,24 @@ Invariant: ``e`` holds exactly one entry for each live id, pointing at its ring 
 probe meets no empty entry between an id's home and its entry; ``n <= limit < cap``.
 
 NOTE: why a ring and not linked nodes: a pop is a sequential read (the next pops' table entries
-are prefetched from the ring ahead of the tail, no pointer chase), and an entry costs 8 B in the
-ring x 1.25 + 4 B / load in the table (about 18 B at load 1/2) instead of a 17 B node + 16 B of
-map.  Tombstones cost ring room only until the tail passes them; compaction is needed only when
-more than ``cap - limit`` of them are in the span at once (ghost hits on over 1/5 of the ids).
+are prefetched from the ring ahead of the tail, no pointer chase), and an entry costs 4 B in the
+ring x 1.25 + 4 B / load in the table (about 13 B at load 1/2; 18 B once an id needed 64 bits)
+instead of a 17 B node + 16 B of map.  Block ids are dense from 1 in first-appearance order (the
+trace format), so the 32-bit ring is the one that runs in practice; the 64-bit one keeps the
+results exact for any id the format allows.  Tombstones cost ring room only until the tail
+passes them; compaction is needed only when more than ``cap - limit`` of them are in the span at
+once (ghost hits on over 1/5 of the ids).
 """
 
-from libc.stdint cimport int64_t, int32_t, uint32_t, uint64_t
+from libc.stdint cimport int64_t, int32_t, uint32_t, uint64_t, INT32_MAX
 
 from shadow.sim.idtable cimport SHADOW_PREFETCH
 from shadow.sim.policies._dlist cimport LR_RING_MIN
 
 
 cdef struct GhostRing:
-    int64_t* ids        # ring of ids; 0 = free entry or tombstone
+    int32_t* ids32      # the ring while every value pushed fits 32 bits; NULL once widened
+    int64_t* ids64      # NULL until a value past 32 bits is pushed; then the only ring
     uint32_t* e         # the position table
     int64_t cap         # ring entries
     int64_t limit       # most live ids (the policy's ghost size)
@@ -49,6 +57,7 @@ cdef int gr_init(GhostRing* g, int64_t limit, int64_t ring_cap=*) except -1
 cdef void gr_free(GhostRing* g) noexcept nogil
 cdef void gr_compact(GhostRing* g, int64_t* off_a=*, int64_t* off_b=*) noexcept nogil
 cdef int gr_grow(GhostRing* g) noexcept nogil
+cdef int gr_widen(GhostRing* g) noexcept nogil
 cdef list gr_ids(const GhostRing* g)
 
 
@@ -60,6 +69,21 @@ cdef inline int64_t gr_key(int64_t v) noexcept nogil:
     """The id of a ring entry: a policy with two ghost lists in one ring (ARC) stores the
     second list's ids negated."""
     return v if v >= 0 else -v
+
+
+cdef inline int64_t gr_at(const GhostRing* g, int64_t pos) noexcept nogil:
+    """The ring entry at ``pos`` (an id, negated for ARC's second list, or 0)."""
+    if g.ids64 != NULL:
+        return g.ids64[pos]
+    return g.ids32[pos]
+
+
+cdef inline void gr_set(GhostRing* g, int64_t pos, int64_t v) noexcept nogil:
+    """Store ``v`` at ``pos``: 0, or a value already pushed (it fits the ring's width)."""
+    if g.ids64 != NULL:
+        g.ids64[pos] = v
+    else:
+        g.ids32[pos] = <int32_t>v
 
 
 cdef inline uint64_t gr_home(const GhostRing* g, uint64_t h) noexcept nogil:
@@ -91,7 +115,7 @@ cdef inline int64_t gr_find(const GhostRing* g, int64_t key) noexcept nogil:
             return -1
         if (x >> g.sbits) == fp:
             pos = <int64_t>(x & g.smask) - 1
-            if gr_key(g.ids[pos]) == key:
+            if gr_key(gr_at(g, pos)) == key:
                 return pos
         i += 1
         if i == g.size:
@@ -117,7 +141,7 @@ cdef inline void _gr_table_del(GhostRing* g, int64_t key, int64_t pos) noexcept 
         x = g.e[j]
         if x == 0:
             break
-        hm = gr_home(g, gr_hash(gr_key(g.ids[<int64_t>(x & g.smask) - 1])))
+        hm = gr_home(g, gr_hash(gr_key(gr_at(g, <int64_t>(x & g.smask) - 1))))
         # NOTE: the entry at j moves back to the hole at i unless its home is cyclically
         # within (i, j] (a probe from its home would then never pass i).
         if i <= j:
@@ -133,8 +157,8 @@ cdef inline void _gr_table_del(GhostRing* g, int64_t key, int64_t pos) noexcept 
 
 cdef inline void gr_remove(GhostRing* g, int64_t pos) noexcept nogil:
     """Take the live id at ``pos`` out of the middle (a ghost hit): it leaves a tombstone."""
-    _gr_table_del(g, gr_key(g.ids[pos]), pos)
-    g.ids[pos] = 0
+    _gr_table_del(g, gr_key(gr_at(g, pos)), pos)
+    gr_set(g, pos, 0)
     g.n -= 1
 
 
@@ -145,13 +169,13 @@ cdef inline int64_t gr_pop(GhostRing* g) noexcept nogil:
         return 0
     while True:
         pos = g.tail
-        key = g.ids[pos]
+        key = gr_at(g, pos)
         g.tail = pos + 1 if pos + 1 < g.cap else 0
         g.span -= 1
         if key != 0:
             break
     _gr_table_del(g, key, pos)
-    g.ids[pos] = 0
+    gr_set(g, pos, 0)
     g.n -= 1
     return key
 
@@ -161,13 +185,15 @@ cdef inline void gr_push(GhostRing* g, int64_t key) noexcept nogil:
     is compacted, and grown if nothing is freed (ARC's lists have no fixed bound)."""
     cdef uint64_t h = gr_hash(gr_key(key)), i
     cdef int64_t pos
+    if g.ids64 == NULL and (key > INT32_MAX or key < -INT32_MAX):
+        gr_widen(g)
     if g.span == g.cap:
         gr_compact(g)
         if g.span == g.cap:
             gr_grow(g)
     i = gr_home(g, h)          # NOTE: after a growth, which resizes the table
     pos = g.head
-    g.ids[pos] = key
+    gr_set(g, pos, key)
     g.head = pos + 1 if pos + 1 < g.cap else 0
     g.span += 1
     g.n += 1
@@ -181,7 +207,7 @@ cdef inline void gr_push(GhostRing* g, int64_t key) noexcept nogil:
 cdef inline void gr_push_bounded(GhostRing* g, int64_t key) noexcept nogil:
     """Pop the oldest ids while ``limit`` are live, then push ``key`` (nothing if ``limit`` < 1);
     prefetch what the next pops read."""
-    cdef int64_t pos
+    cdef int64_t pos, v
     if g.limit < 1:
         return
     while g.n >= g.limit:
@@ -193,8 +219,9 @@ cdef inline void gr_push_bounded(GhostRing* g, int64_t key) noexcept nogil:
         pos = g.tail + 2
         if pos >= g.cap:
             pos -= g.cap
-        if g.ids[pos] != 0:
-            gr_prefetch(g, g.ids[pos])
+        v = gr_at(g, pos)
+        if v != 0:
+            gr_prefetch(g, v)
 
 
 # ---- SlotFIFO: a FIFO of resident slots as a ring (s3fifo's small and main, rcsq's small) ----

@@ -1,12 +1,12 @@
 # cython: language_level=3
 """Allocation and compaction of :c:type:`GhostRing` (the inline operations live in _ghost.pxd)."""
 
-from libc.stdint cimport int64_t, uint32_t, uint64_t
+from libc.stdint cimport int64_t, int32_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, malloc, free, abort
 
 # NOTE: ring entries per ghost and table entries per ghost, chosen by measurement (see
-# docs/performance.md): 8 B x 1.25 + 4 B x 2 = 18 B per ghost entry (4 B x 8 in the table below
-# LR_RING_MIN ids: _table_size).
+# docs/performance.md): 4 B x 1.25 + 4 B x 2 = 13 B per ghost entry (8 B x 1.25, 18 B, once the
+# ring is 64-bit: gr_widen; 4 B x 8 in the table below LR_RING_MIN ids: _table_size).
 cdef enum:
     RING_NUM = 5
     RING_DEN = 4
@@ -51,19 +51,41 @@ cdef int gr_init(GhostRing* g, int64_t limit, int64_t ring_cap=0) except -1:
     g.sbits = sbits
     g.smask = <uint32_t>((1 << sbits) - 1)
     g.head = g.tail = g.span = g.n = 0
-    g.ids = <int64_t*>calloc(cap, sizeof(int64_t))
+    g.ids32 = <int32_t*>calloc(cap, sizeof(int32_t))
+    g.ids64 = NULL
     g.e = <uint32_t*>calloc(size, sizeof(uint32_t))
-    if g.ids == NULL or g.e == NULL:
+    if g.ids32 == NULL or g.e == NULL:
         gr_free(g)
         raise MemoryError(f"cannot allocate a ghost queue of {limit} ids")
     return 0
 
 
 cdef void gr_free(GhostRing* g) noexcept nogil:
-    free(g.ids)
+    free(g.ids32)
+    free(g.ids64)
     free(g.e)
-    g.ids = NULL
+    g.ids32 = NULL
+    g.ids64 = NULL
     g.e = NULL
+
+
+cdef int gr_widen(GhostRing* g) noexcept nogil:
+    """Move the ring to 64-bit entries for good (called once, at the first push of a value past
+    32 bits): same ``cap``, every entry at its position, so the table is unchanged.  Aborts if out
+    of memory (a ghost list cannot be dropped silently)."""
+    cdef int64_t k
+    cdef int64_t* ids64
+    if g.ids64 != NULL:
+        return 0
+    ids64 = <int64_t*>malloc(g.cap * sizeof(int64_t))
+    if ids64 == NULL:
+        abort()
+    for k in range(g.cap):
+        ids64[k] = g.ids32[k]
+    free(g.ids32)
+    g.ids32 = NULL
+    g.ids64 = ids64
+    return 0
 
 
 cdef void gr_compact(GhostRing* g, int64_t* off_a=NULL, int64_t* off_b=NULL) noexcept nogil:
@@ -84,7 +106,7 @@ cdef void gr_compact(GhostRing* g, int64_t* off_a=NULL, int64_t* off_b=NULL) noe
             off_a[0] = live
         if k == nb:
             off_b[0] = live
-        key = g.ids[r]
+        key = gr_at(g, r)
         if key != 0:
             if w != r:
                 h = gr_hash(gr_key(key))
@@ -96,8 +118,8 @@ cdef void gr_compact(GhostRing* g, int64_t* off_a=NULL, int64_t* off_b=NULL) noe
                     if i == g.size:
                         i = 0
                 g.e[i] = fpbits | <uint32_t>(w + 1)
-                g.ids[w] = key
-                g.ids[r] = 0
+                gr_set(g, w, key)
+                gr_set(g, r, 0)
             live += 1
             w += 1
             if w == g.cap:
@@ -119,36 +141,44 @@ cdef list gr_ids(const GhostRing* g):
     cdef int64_t pos = g.head, k
     for k in range(g.span):
         pos = pos - 1 if pos > 0 else g.cap - 1
-        if g.ids[pos] != 0:
-            out.append(g.ids[pos])
+        if gr_at(g, pos) != 0:
+            out.append(gr_at(g, pos))
     return out
 
 
 cdef int gr_grow(GhostRing* g) noexcept nogil:
-    """Move the live ids, in order, to a ring and table half as large again (positions from 0)
-    and rebuild the table.  Aborts if out of memory (a ghost list cannot be dropped silently)."""
+    """Move the live ids, in order, to a ring (of the same width) and table half as large again
+    (positions from 0) and rebuild the table.  Aborts if out of memory (a ghost list cannot be
+    dropped silently)."""
     cdef int64_t limit = g.limit + g.limit // 2 + 16, cap, k, r = g.tail, w = 0, key
     cdef uint64_t size, h, i
     cdef uint32_t sbits = 1
+    cdef GhostRing old = g[0]      # NOTE: the old ring is read through this copy
+    cdef void* ring
     cap = limit * RING_NUM // RING_DEN + 2
     size = _table_size(limit)
     while (<int64_t>1 << sbits) <= cap:
         sbits += 1
-    cdef int64_t* ids = <int64_t*>calloc(cap, sizeof(int64_t))
+    if old.ids64 != NULL:
+        g.ids64 = <int64_t*>calloc(cap, sizeof(int64_t))
+        ring = g.ids64
+    else:
+        g.ids32 = <int32_t*>calloc(cap, sizeof(int32_t))
+        ring = g.ids32
     cdef uint32_t* e = <uint32_t*>calloc(size, sizeof(uint32_t))
-    if ids == NULL or e == NULL or sbits > 30 or size > 0xFFFFFFFFULL:
+    if ring == NULL or e == NULL or sbits > 30 or size > 0xFFFFFFFFULL:
         abort()
-    for k in range(g.span):
-        key = g.ids[r]
+    for k in range(old.span):
+        key = gr_at(&old, r)
         if key != 0:
-            ids[w] = key
+            gr_set(g, w, key)
             w += 1
         r += 1
-        if r == g.cap:
+        if r == old.cap:
             r = 0
-    free(g.ids)
-    free(g.e)
-    g.ids = ids
+    free(old.ids32)
+    free(old.ids64)
+    free(old.e)
     g.e = e
     g.cap = cap
     g.limit = limit
@@ -159,7 +189,7 @@ cdef int gr_grow(GhostRing* g) noexcept nogil:
     g.head = w
     g.span = w
     for k in range(w):
-        h = gr_hash(gr_key(ids[k]))
+        h = gr_hash(gr_key(gr_at(g, k)))
         i = gr_home(g, h)
         while e[i] != 0:
             i += 1
@@ -186,11 +216,12 @@ cdef class GhostFIFO:
             raise ValueError(f"ghost id must be >= 1 and absent, got {key}")
         gr_push_bounded(&self.g, key)
 
-    def push(self, int64_t key) -> None:
-        """Push ``key`` (>= 1, not present) with no bound: a full ring grows (ARC's way)."""
+    def push(self, int64_t key, bint second=False) -> None:
+        """Push ``key`` (>= 1, not present) with no bound: a full ring grows (ARC's way);
+        ``second``: stored negated, as ARC stores its B2 ids (:meth:`ids` shows it negated)."""
         if key < 1 or gr_find(&self.g, key) >= 0:
             raise ValueError(f"ghost id must be >= 1 and absent, got {key}")
-        gr_push(&self.g, key)
+        gr_push(&self.g, -key if second else key)
 
     def discard(self, int64_t key) -> bool:
         """Take ``key`` out if present (a ghost hit)."""
@@ -215,13 +246,15 @@ cdef class GhostFIFO:
 
     def check(self) -> None:
         """Assert the invariant: one table entry per live id, at its position; span accounting."""
-        cdef int64_t live = 0, pos = self.g.tail, k
+        cdef int64_t live = 0, pos = self.g.tail, k, v
         cdef uint64_t i
         cdef int64_t n_entries = 0
+        assert (self.g.ids32 == NULL) != (self.g.ids64 == NULL)
         for k in range(self.g.span):
-            if self.g.ids[pos] != 0:
+            v = gr_at(&self.g, pos)
+            if v != 0:
                 live += 1
-                assert gr_find(&self.g, self.g.ids[pos]) == pos, (self.g.ids[pos], pos)
+                assert gr_find(&self.g, gr_key(v)) == pos, (v, pos)
             pos = pos + 1 if pos + 1 < self.g.cap else 0
         assert pos == self.g.head, (pos, self.g.head)
         assert live == self.g.n, (live, self.g.n)
@@ -230,13 +263,18 @@ cdef class GhostFIFO:
                 n_entries += 1
         assert n_entries == self.g.n, (n_entries, self.g.n)
         for k in range(self.g.cap - self.g.span):
-            assert self.g.ids[pos] == 0, pos
+            assert gr_at(&self.g, pos) == 0, pos
             pos = pos + 1 if pos + 1 < self.g.cap else 0
 
     @property
     def capacity(self) -> tuple[int, int]:
         """(ring entries, table entries)."""
         return (self.g.cap, self.g.size)
+
+    @property
+    def id_bits(self) -> int:
+        """32 or 64: the width of the ring's entries."""
+        return 64 if self.g.ids64 != NULL else 32
 
 
 # ---- SlotFIFO ----------------------------------------------------------------------------------

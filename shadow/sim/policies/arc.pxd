@@ -8,7 +8,7 @@ from shadow.sim.policies._dlist cimport DList, dl_push_head, dl_unlink, dl_move_
 from shadow.sim.idtable cimport slotmap_prefetch
 from shadow.sim.policies.s3fifo cimport dl_first_unpinned
 from shadow.sim.policies._ghost cimport (GhostRing, gr_find, gr_remove, gr_push, gr_prefetch,
-                                         gr_key, gr_compact)
+                                         gr_key, gr_compact, gr_at)
 
 
 cdef struct GhostList:
@@ -63,7 +63,7 @@ cdef class ARC(Policy):
         if p >= g.cap:
             p -= g.cap
         while True:
-            v = g.ids[p]
+            v = gr_at(g, p)
             if (v < 0) if second else (v > 0):
                 break
             k += 1
@@ -71,7 +71,7 @@ cdef class ARC(Policy):
         gr_remove(g, p)
         L.n -= 1
         L.off = k + 1
-        while g.span > 0 and g.ids[g.tail] == 0:
+        while g.span > 0 and gr_at(g, g.tail) == 0:
             g.tail = g.tail + 1 if g.tail + 1 < g.cap else 0
             g.span -= 1
             adv += 1
@@ -83,7 +83,7 @@ cdef class ARC(Policy):
             p = g.tail + L.off
             if p >= g.cap:
                 p -= g.cap
-            v = g.ids[p]
+            v = gr_at(g, p)
             if v != 0:
                 gr_prefetch(g, gr_key(v))
 
@@ -92,7 +92,7 @@ cdef class ARC(Policy):
         cdef double delta, cap = <double>self.capacity
         cdef int64_t slot
         if pos >= 0:
-            if self.ghost.ids[pos] > 0:
+            if gr_at(&self.ghost, pos) > 0:
                 delta = <double>self.b2.n / <double>self.b1.n
                 if delta < 1.0:
                     delta = 1.0
