@@ -163,7 +163,8 @@ cdef inline void gr_remove(GhostRing* g, int64_t pos) noexcept nogil:
 
 
 cdef inline int64_t gr_pop(GhostRing* g) noexcept nogil:
-    """Drop the oldest live id and return it (0 if none); tombstones at the tail are passed."""
+    """Drop the oldest live entry and return it (an id, negated if ARC's second list stored it
+    so; 0 if none); tombstones at the tail are passed."""
     cdef int64_t key, pos
     if g.n == 0:
         return 0
@@ -174,7 +175,7 @@ cdef inline int64_t gr_pop(GhostRing* g) noexcept nogil:
         g.span -= 1
         if key != 0:
             break
-    _gr_table_del(g, key, pos)
+    _gr_table_del(g, gr_key(key), pos)
     gr_set(g, pos, 0)
     g.n -= 1
     return key
