@@ -17,9 +17,10 @@ becomes a ghost of that list); a list with only pinned blocks sends the eviction
 if neither has one the plain tail is taken.
 
 Memory: base 26 B/slot + lists 8 + list tag 1 B/slot + one ghost ring for B1 and B2 sized for
-C + 16 ids (24 B per id: 8 B x 2 in the ring, 4 B x 2 in its table (x 8 below 32k slots); B1
-and B2 together hold at most about C ids once the cache is full; the ring grows by half when a
-burst of evictions needs more): 59 B/slot measured with the ghosts full (35 with them empty).
+C + 16 ids (16 B per id: 4 B x 2 in the ring, 4 B x 2 in its table (x 8 below 32k slots); 8 B
+more once an id past 2**31 - 1 has been pushed; B1 and B2 together hold at most about C ids once
+the cache is full; the ring grows by half when a burst of evictions needs more): 47 B/slot
+measured with the ghosts full (31 with them empty).
 """
 
 from libc.stdint cimport int64_t, int32_t, uint8_t

@@ -19,9 +19,10 @@ the victim while an unpinned candidate exists: the walk passes it; a queue with 
 candidates sends the eviction to the other queue; only if both have none is the plain tail taken.
 
 Memory: base 26 B/slot + ring positions 4 + the two slot rings (4 B x 1.25 per queued slot, about
-5) + freq/queue 2 B/slot + the ghost ring (8 B x 1.25 in the ring + 4 B x 2 in its table = 18 B per
-ghost entry, 42 B below 32k ghost ids; ``ghost-size-ratio`` of C): 53 B/slot measured with the
-ghost full at the defaults (36 with it empty).
+5) + freq/queue 2 B/slot + the ghost ring (4 B x 1.25 in the ring + 4 B x 2 in its table = 13 B per
+ghost entry, 37 B below 32k ghost ids, 5 B more once an id past 2**31 - 1 has been pushed;
+``ghost-size-ratio`` of C): 45 B/slot measured with the ghost full at the defaults (32 with it
+empty).
 """
 
 from libc.stdint cimport int64_t, int32_t, uint8_t
