@@ -37,6 +37,20 @@ from shadow.sim.policies.vllm cimport VLLM
 from shadow.sim.policies.s3fifo cimport S3FIFO
 from shadow.sim.policies.arc cimport ARC
 
+cdef extern from "<time.h>" nogil:
+    cdef struct timespec:
+        long tv_sec
+        long tv_nsec
+    enum: CLOCK_THREAD_CPUTIME_ID
+    int clock_gettime(int clk, timespec* tp)
+
+
+cdef inline int64_t _thread_cpu_ns() noexcept nogil:
+    """CPU time of the calling thread (ns): what a cache's serving costs, whatever else runs."""
+    cdef timespec t
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t)
+    return <int64_t>t.tv_sec * 1000000000 + t.tv_nsec
+
 import logging
 
 log = logging.getLogger(__name__)
@@ -252,6 +266,7 @@ cdef class CacheRun:
     cdef readonly int64_t first_skip_req, first_skip_distinct
     cdef readonly int failed
     cdef readonly int64_t failed_req, failed_block
+    cdef readonly int64_t busy_ns  # thread CPU time serve_chunks spent on this cache (balancing)
     # the policy again, typed for its inlined path (None unless ``kind`` says so)
     cdef int kind
     cdef LRU p_lru
@@ -311,6 +326,7 @@ cdef class CacheRun:
         self.verify = verify
         self.first_skip_req = -1
         self.failed_req = -1
+        self.busy_ns = 0
         self.scratch_cap = 0
         self.holes = NULL
         self.reserve(1024)
@@ -1052,7 +1068,7 @@ def serve_chunks(list runs, list next_access, const int64_t[::1] offsets,
     while the caches take turns, instead of each cache streaming the whole batch from memory.
     The GIL is released while each cache serves a chunk, so groups of caches can run on threads.
     """
-    cdef int64_t n = offsets.shape[0] - 1, r0 = 0, r1, k, n_runs = len(runs)
+    cdef int64_t n = offsets.shape[0] - 1, r0 = 0, r1, k, n_runs = len(runs), t0
     cdef const int64_t* off
     cdef const int64_t* idp
     cdef const int64_t* nm = NULL
@@ -1096,8 +1112,10 @@ def serve_chunks(list runs, list next_access, const int64_t[::1] offsets,
             for k in range(n_runs):
                 run = <CacheRun>runs[k]
                 with nogil:
+                    t0 = _thread_cpu_ns()
                     run._serve_range(off, idp, nxps[k], tsp, cep, cip, nm, na, r0, r1,
                                      first_request)
+                    run.busy_ns += _thread_cpu_ns() - t0
             r0 = r1
     finally:
         free(nxps)

@@ -83,6 +83,23 @@ def test_many_caches_equal_one_each():
         assert r.fields() == alone.fields()
 
 
+def test_threads_regroup_by_measured_work_and_results_stay():
+    """With 2 threads the caches are regrouped after each batch by the CPU time each took
+    (``busy_ns``): every cache stays in exactly one group and the results equal one thread's."""
+    trace = read_jsonl(SYNTHETIC)[:600]
+    specs = [CacheSpec(a, s) for a in ("lru", "s3fifo", "random_compute") for s in (64, 2048)]
+    one = feed_all(Simulator(specs, cost_model="position", threads=1), trace, size=100)
+    sim = Simulator(specs, cost_model="position", threads=2)
+    two = feed_all(sim, trace, size=100)
+    assert [r.fields() for r in two] == [r.fields() for r in one]
+    assert all(run.busy_ns > 0 for run in sim.runs)
+    grouped = [id(r) for g in sim._groups for r in g]
+    assert sorted(grouped) == sorted(id(r) for r in sim.runs) and len(sim._groups) == 2
+    # the costliest cache (measured) leads a group of its own work
+    top = max(sim.runs, key=lambda r: r.busy_ns)
+    assert any(g[0] is top for g in sim._groups)
+
+
 def test_lru_hits_never_fall_as_cache_grows():
     trace = read_jsonl(SYNTHETIC)[:1200]
     sizes = [64, 256, 512, 1024, 2048, 4096, 8192]
