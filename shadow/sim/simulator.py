@@ -412,14 +412,15 @@ class Simulator:
         offsets = np.ascontiguousarray(batch.offsets, dtype=np.int64)
         ids = np.ascontiguousarray(batch.block_ids, dtype=np.int64)
         nxt = np.ascontiguousarray(batch.next_access, dtype=np.int64)
-        max_b = int(np.max(np.diff(offsets))) if n else 0
+        lens = np.diff(offsets)
+        max_b = int(np.max(lens))
         self._ensure_costs(max_b + 1)
         ts = _timestamps(batch.records)
         nm = (None if self.lookup == "all" else
-              lookup_counts(batch.records, np.diff(offsets), self.lookup, self.block_size_tokens))
-        na = (vllm_anonymous_counts(batch.records, np.diff(offsets), self.block_size_tokens)
+              lookup_counts(batch.records, lens, self.lookup, self.block_size_tokens))
+        na = (vllm_anonymous_counts(batch.records, lens, self.block_size_tokens)
               if self.lookup == "vllm" else None)
-        max_len = max_b if na is None else int(np.max(np.diff(offsets) + na))
+        max_len = max_b if na is None else int(np.max(lens + na))
         for run in self.runs:
             run.reserve(max_len + 1)
         src = self.next_access_source

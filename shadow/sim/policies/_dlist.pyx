@@ -220,7 +220,6 @@ cdef list so_slots_oldest_first(SOrder* o):
     return out
 
 
-
 cdef int64_t so_ring_take_victim(LRing* q, const int64_t* slot_ids, const uint16_t* pins,
                                  const SlotMap* table) noexcept nogil:
     """:func:`so_take_victim` of a ring.
