@@ -98,12 +98,16 @@ def test_dashboard_and_rules_on_a_live_engine(tmp_path: Path) -> None:
             sent = shared_prefix_load(url, model)
 
             # The shadow worker and vLLM's stats path deliver the last requests' counts a little
-            # later; wait until both scrape jobs show every request, and the rules saw it.
+            # later; wait until both scrape jobs show every request, and the rules saw it: the
+            # shadow's and (NOTE: a rate needs two scrapes of the engine's own prefix-cache
+            # counters, which vLLM's stats path may publish after the shadow's; one clean-clone
+            # run checked before they had) the engine's.
             def settled() -> bool:
                 per_job = prom.query("shadow_observed_requests_total")
                 return (len(per_job) == 2 and all(float(r["value"][1]) == sent for r in per_job)
                         and scalar(prom, "max(shadow_requests_total)") == sent
-                        and scalar(prom, "count(shadow:block_hit_ratio:rate5m >= 0)") > 0)
+                        and scalar(prom, "count(shadow:block_hit_ratio:rate5m >= 0)") > 0
+                        and scalar(prom, "count(shadow:engine_prefix_hit_ratio:rate5m >= 0)") > 0)
             prom.wait_for(f"{sent} requests in both scrape jobs", settled, timeout_s=90)
 
             exposed = set(parse_prometheus(http_get(url + "/metrics")).keys())
