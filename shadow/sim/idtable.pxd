@@ -8,7 +8,7 @@ non-empty (so a probe stops at the first empty entry).  The table has ``2 * capa
 size need not be a power of two: 24 bytes per slot of capacity.
 """
 
-from libc.stdint cimport int64_t, int32_t, uint32_t, uint64_t
+from libc.stdint cimport int64_t, int32_t, uint32_t, uint64_t, INT32_MAX
 
 cdef struct IdMap:
     int64_t* keys      # 0 = empty
@@ -153,6 +153,40 @@ cdef inline bint idmap_del(IdMap* m, int64_t key) noexcept nogil:
     return True
 
 
+# ---- SlotIds: a policy's per-slot block ids, 32 bits while every id fits, 64 bits for good after ----
+
+cdef struct SlotIds:
+    int32_t* narrow    # the ids while every id stored so far fits (:func:`sids_fits`); NULL once widened
+    int64_t* wide      # NULL until an id that does not fit is stored; then the only array
+
+
+# NOTE: why two widths: block ids are dense from 1 in first-appearance order (the trace format;
+# the live API interns), so 32 bits hold every id of any trace in practice and save 4 B per
+# slot in every policy; an id past them (or one < 1, outside the format) moves the array to 64
+# bits for good (``Policy._widen_ids``), so results stay exact for any id.  Every read tests
+# ``wide``: a branch that goes the same way for a whole run (and always the narrow way in
+# practice).  Narrow entries are sign-extended, so a narrow free-slot link (negative, see
+# policy.pxd) never equals an id.
+
+cdef inline bint sids_fits(int64_t block_id) noexcept nogil:
+    """Whether ``block_id`` can be stored narrow: 1 <= id <= INT32_MAX (one unsigned compare)."""
+    return (<uint64_t>block_id - 1) < <uint64_t>INT32_MAX
+
+
+cdef inline int64_t sids_get(const SlotIds* ids, int64_t s) noexcept nogil:
+    """The entry of slot ``s``: a block id, or a free-slot link (negative; see policy.pxd)."""
+    if ids.wide != NULL:
+        return ids.wide[s]
+    return ids.narrow[s]
+
+
+cdef inline const void* sids_addr(const SlotIds* ids, int64_t s) noexcept nogil:
+    """Where slot ``s``'s entry lives (for a prefetch)."""
+    if ids.wide != NULL:
+        return &ids.wide[s]
+    return &ids.narrow[s]
+
+
 # ---- SlotMap: the resident table of a Policy (4 B entries, keys live in the slot array) ----
 
 cdef enum:
@@ -218,20 +252,20 @@ cdef inline uint64_t slotmap_home(const SlotMap* m, uint64_t h) noexcept nogil:
     return ((h >> 32) * m.size) >> 32
 
 
-cdef inline uint64_t slotmap_entry_home(const SlotMap* m, const int64_t* slot_ids,
+cdef inline uint64_t slotmap_entry_home(const SlotMap* m, const SlotIds* slot_ids,
                                         uint32_t e) noexcept nogil:
     """Home of the stored entry ``e`` (reads its key only without ``fp_home``)."""
     if m.fp_home:
         return ((<uint64_t>(e >> m.sbits)) * m.size) >> (32 - m.sbits)
-    return slotmap_home(m, slotmap_hash(slot_ids[<int64_t>(e & m.smask) - 1]))
+    return slotmap_home(m, slotmap_hash(sids_get(slot_ids, <int64_t>(e & m.smask) - 1)))
 
 
 cdef inline void slotmap_prefetch(const SlotMap* m, int64_t key) noexcept nogil:
     SHADOW_PREFETCH(&m.e[slotmap_home(m, slotmap_hash(key))])
 
 
-cdef inline int64_t slotmap_get(const SlotMap* m, const int64_t* slot_ids, int64_t key) noexcept nogil:
-    """Slot holding ``key`` (``slot_ids[slot] == key``), or -1.  Read-only."""
+cdef inline int64_t slotmap_get(const SlotMap* m, const SlotIds* slot_ids, int64_t key) noexcept nogil:
+    """Slot holding ``key`` (``sids_get(slot_ids, slot) == key``), or -1.  Read-only."""
     cdef uint64_t h = slotmap_hash(key)
     cdef uint32_t fp = slotmap_fp(m, h)
     cdef uint64_t i = slotmap_home(m, h)
@@ -243,7 +277,7 @@ cdef inline int64_t slotmap_get(const SlotMap* m, const int64_t* slot_ids, int64
             return -1
         if (e >> m.sbits) == fp:
             s = <int64_t>(e & m.smask) - 1
-            if slot_ids[s] == key:
+            if sids_get(slot_ids, s) == key:
                 return s
         i += 1
         if i == m.size:
@@ -262,7 +296,7 @@ cdef inline void slotmap_put(SlotMap* m, int64_t key, int64_t slot) noexcept nog
     m.n += 1
 
 
-cdef inline void slotmap_del(SlotMap* m, const int64_t* slot_ids, int64_t key,
+cdef inline void slotmap_del(SlotMap* m, const SlotIds* slot_ids, int64_t key,
                              int64_t slot) noexcept nogil:
     """Remove the entry of ``key`` in ``slot`` (it must be present): found by slot, not by key.
 

@@ -107,6 +107,7 @@ cdef class SlotTable:
     """
     cdef SlotMap m
     cdef int64_t* ids
+    cdef SlotIds sids      # ``ids`` as the table reads it (always wide: any key)
     cdef readonly int64_t capacity
 
     def __cinit__(self, int64_t capacity):
@@ -116,6 +117,8 @@ cdef class SlotTable:
         self.ids = <int64_t*>calloc(capacity, sizeof(int64_t))
         if self.ids == NULL:
             raise MemoryError(f"cannot allocate {capacity} slot ids")
+        self.sids.narrow = NULL
+        self.sids.wide = self.ids
         slotmap_init(&self.m, capacity)
 
     def __dealloc__(self):
@@ -134,12 +137,12 @@ cdef class SlotTable:
         return self.m.size
 
     def get(self, key: int) -> int:
-        return slotmap_get(&self.m, self.ids, key)
+        return slotmap_get(&self.m, &self.sids, key)
 
     def put(self, key: int, slot: int) -> None:
         if not 0 <= slot < self.capacity or self.ids[slot] != 0:
             raise ValueError(f"slot {slot} is out of range or taken")
-        if key == 0 or slotmap_get(&self.m, self.ids, key) >= 0:
+        if key == 0 or slotmap_get(&self.m, &self.sids, key) >= 0:
             raise ValueError(f"key {key} is reserved or present")
         self.ids[slot] = key
         slotmap_put(&self.m, key, slot)
@@ -151,7 +154,7 @@ cdef class SlotTable:
         key = self.ids[slot]
         # NOTE: the caller's order (Policy._remove): the table entry goes first, while slot_ids
         # still holds every resident key; the slot is cleared after.
-        slotmap_del(&self.m, self.ids, key, slot)
+        slotmap_del(&self.m, &self.sids, key, slot)
         self.ids[slot] = 0
 
     def check(self) -> None:
@@ -171,7 +174,7 @@ cdef class SlotTable:
             h = slotmap_hash(key)
             home = slotmap_home(&self.m, h)
             assert (e >> self.m.sbits) == slotmap_fp(&self.m, h), f"entry {i}: wrong fingerprint"
-            assert slotmap_entry_home(&self.m, self.ids, e) == home, f"entry {i}: wrong home"
+            assert slotmap_entry_home(&self.m, &self.sids, e) == home, f"entry {i}: wrong home"
             j = home
             while j != i:
                 assert self.m.e[j] != 0, f"entry {i}: empty entry {j} after its home {home}"

@@ -165,7 +165,6 @@ cdef int64_t _access(CacheRun run, AnyPolicy p, const int64_t* ids, int64_t B,
                      int64_t req_index) noexcept nogil:
     """The access phase of :meth:`CacheRun.serve`: evictions during it, or -1 if stuck (failed)."""
     cdef int64_t i, j, step, slot, bid, victim, n_res = 0, n_ev = 0
-    cdef int64_t* sids = p.slot_ids
     cdef int64_t* slots = run.slots
     cdef int64_t limit = p.capacity - run.reserved - n_anonymous
     # NOTE: counters in locals, stored back at the end: through ``run`` every store to the
@@ -188,7 +187,7 @@ cdef int64_t _access(CacheRun run, AnyPolicy p, const int64_t* ids, int64_t B,
             acc.vtime = vt
             acc.position = i
         slot = slots[i]
-        if slot >= 0 and sids[slot] != bid:
+        if slot >= 0 and p.slot_id(slot) != bid:
             slot = -1                       # evicted since the match
         if slot < 0 and not sorted_unique:
             # NOTE: with distinct ids a block missing at match time (or evicted since) stays
@@ -238,10 +237,9 @@ cdef void _release_request(AnyPolicy p, const int64_t* ids, int64_t B,
                            const int64_t* slots) noexcept nogil:
     """Release the request's resident blocks tail first (a policy with ``wants_release``)."""
     cdef int64_t i, slot
-    cdef int64_t* sids = p.slot_ids
     for i in range(B - 1, -1, -1):
         slot = slots[i]
-        if slot >= 0 and sids[slot] == ids[i]:
+        if slot >= 0 and p.slot_id(slot) == ids[i]:
             _on_release(p, slot)
 
 
@@ -446,7 +444,6 @@ cdef class CacheRun:
         cdef Access acc
         cdef RequestCtx ctx
         cdef int64_t V0, step, n_res, n_lim = min(B, n_match), n_pinned0
-        cdef int64_t* sids = self.policy.slot_ids
         cdef int64_t* slots = self.slots
         cdef int64_t* hitidx = self.hitidx
         cdef bint generic = self.kind == K_GENERIC
@@ -683,7 +680,7 @@ cdef class CacheRun:
         if self.verify and (n_ev_access > 0 or not sorted_unique):
             for i in range(B):
                 slot = slots[i]
-                if slot < 0 or sids[slot] != ids[i]:
+                if slot < 0 or self.policy.slot_id(slot) != ids[i]:
                     slot = self.policy.find(ids[i])
                     if slot < 0:
                         self._fail(FAIL_VERIFY, req_index, ids[i])
@@ -696,7 +693,7 @@ cdef class CacheRun:
         if hold:
             for i in range(B):
                 slot = slots[i]
-                if slot >= 0 and sids[slot] == ids[i]:
+                if slot >= 0 and self.policy.slot_id(slot) == ids[i]:
                     self.policy._pin(slot)
             self.reserved += n_anonymous
         elif self.policy.wants_release:
@@ -716,11 +713,10 @@ cdef class CacheRun:
         request's match (its slot was taken afresh with no pin), so skipping it changes nothing.
         """
         cdef int64_t h, i, slot
-        cdef int64_t* sids = self.policy.slot_ids
         for h in range(self.n_hitidx):
             i = self.hitidx[h]
             slot = self.slots[i]
-            if slot >= 0 and sids[slot] == ids[i]:
+            if slot >= 0 and self.policy.slot_id(slot) == ids[i]:
                 self.policy._unpin(slot)
         self.n_hitidx = 0
 

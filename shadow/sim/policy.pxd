@@ -9,8 +9,10 @@ The base :class:`Policy` owns what every policy needs and the serve loop reads d
   the policies whose class sets ``TABLE_PER_SLOT = 3``, in caches from 32k slots) whose
   keys are read from ``slot_ids`` (ghost entries never live here; a policy keeps ghosts in its own
   :class:`~shadow.sim.idtable.IdTable`);
-* ``slot_ids[slot]``: the block id held by the slot; a free slot holds
-  ``FREE_BASE + next_free + 1`` instead (see :func:`slot_is_free`);
+* ``slot_ids``: a :c:type:`~shadow.sim.idtable.SlotIds`, the block id held by each slot, read
+  with :meth:`slot_id` (or ``sids_get``); 4 B a slot while every id stored fits 32 bits, 8 B for
+  good from the first that does not (:meth:`_widen_ids`); a free slot holds a link to the next
+  free slot instead (see :func:`slot_is_free`);
 * ``pins[slot]``: how many in-flight requests pin the block (0 when the slot is free), 16 bits;
   past ``PIN_SAT`` the rest of the count lives in a small side list (``pin_over``);
 * the free slots as a stack threaded through ``slot_ids`` (``free_head``);
@@ -18,12 +20,15 @@ The base :class:`Policy` owns what every policy needs and the serve loop reads d
   iff ``pins[slot] > 0``, one bit a slot.
 
 NOTE: no separate free-slot array (4 bytes a slot saved): a free slot's ``slot_ids`` entry links
-to the next free slot, encoded at the very bottom of the int64 range (``FREE_BASE`` = INT64_MIN,
-``FREE_BASE + 1 + s`` for a link to slot ``s``, ``FREE_BASE`` itself ends the list).  Block ids
-are >= 1 (trace ids are dense from 1, the live API interns), so no ``slot_ids[slot] == id`` check
-can mistake a free slot for a resident block.
+to the next free slot, encoded at the very bottom of the entry's range: ``FREE_BASE + 1 + s`` for
+a link to slot ``s``, ``FREE_BASE`` itself ends the list, with ``FREE_BASE`` = INT32_MIN while the
+array is 32-bit (links in [INT32_MIN, -2]: a capacity is below 2**31 - 1) and INT64_MIN once it is
+64-bit.  Block ids are >= 1 (trace ids are dense from 1, the live API interns) and an id outside
+1 .. INT32_MAX widens the array before it is stored, so a narrow entry is negative iff it is a
+link, and no ``slot_id(slot) == id`` check (narrow entries read sign-extended) can mistake a free
+slot for a resident block.
 
-Invariant: ``table`` maps id -> slot iff ``slot_ids[slot] == id`` and the slot is not free; ``n_resident`` is the
+Invariant: ``table`` maps id -> slot iff ``slot_id(slot) == id`` and the slot is not free; ``n_resident`` is the
 number of such slots and never exceeds ``capacity``.  Only :meth:`_take_slot` and
 :meth:`_drop_slot` change that set, so a subclass calls them from ``insert`` and from
 ``evict``/``remove``, and keeps its own order structures in per-slot arrays of its own.
@@ -46,10 +51,10 @@ Calls the serve loop makes (all ``noexcept nogil``; nothing here may raise or to
   called when ``wants_release`` is set (the ``vllm`` policy).
 """
 
-from libc.stdint cimport int64_t, int32_t, uint16_t, uint64_t, INT64_MIN
+from libc.stdint cimport int64_t, int32_t, uint16_t, uint64_t, INT64_MIN, INT32_MIN
 
-from shadow.sim.idtable cimport (SlotMap, slotmap_get, slotmap_put, slotmap_del,
-                                 slotmap_prefetch)
+from shadow.sim.idtable cimport (SlotMap, SlotIds, sids_fits, sids_get, slotmap_get, slotmap_put,
+                                 slotmap_del, slotmap_prefetch)
 
 
 # NOTE: pins are 16 bits (2 B/slot); a block pinned by more than PIN_SAT requests at once (never
@@ -63,10 +68,13 @@ cdef struct PinOver:
     int64_t extra       # pins beyond PIN_SAT, >= 1
 
 
-cdef inline bint slot_is_free(int64_t v) noexcept nogil:
-    """Whether a ``slot_ids`` entry is a free-list link rather than a block id."""
-    # NOTE: a capacity is below 2**31, so every encoded link lies below INT64_MIN + 2**31.
-    return v < INT64_MIN + <int64_t>2147483648
+cdef inline bint slot_is_free(const SlotIds* ids, int64_t s) noexcept nogil:
+    """Whether slot ``s``'s entry is a free-list link rather than a block id."""
+    # NOTE: a capacity is below 2**31, so every encoded link lies below FREE_BASE + 2**31: below
+    # INT64_MIN + 2**31 (wide), below 0 (narrow, where ids are >= 1).
+    if ids.wide != NULL:
+        return ids.wide[s] < INT64_MIN + <int64_t>2147483648
+    return ids.narrow[s] < 0
 
 
 cdef struct Access:
@@ -91,7 +99,7 @@ cdef class Policy:
     cdef readonly int64_t capacity
     cdef readonly int64_t n_resident
     cdef SlotMap table
-    cdef int64_t* slot_ids
+    cdef SlotIds slot_ids             # slot -> block id or free link (32 or 64 bits; see above)
     cdef uint16_t* pins
     cdef uint64_t* pinbits            # NULL, or bit s set iff pins[s] > 0 (see _want_pinbits)
     cdef PinOver* pin_over            # slots pinned past PIN_SAT (rare; a short unsorted list)
@@ -104,7 +112,11 @@ cdef class Policy:
     cdef public bint strict_pins      # set by registry.make_policy from the module's STRICT_PINS
 
     cdef inline int64_t find(self, int64_t block_id) noexcept nogil:
-        return slotmap_get(&self.table, self.slot_ids, block_id)
+        return slotmap_get(&self.table, &self.slot_ids, block_id)
+
+    cdef inline int64_t slot_id(self, int64_t slot) noexcept nogil:
+        """The block id in ``slot`` (a resident slot; a free one gives its negative link)."""
+        return sids_get(&self.slot_ids, slot)
 
     cdef inline void prefetch(self, int64_t block_id) noexcept nogil:
         """Hint that ``find(block_id)`` comes soon (no effect on the state)."""
@@ -113,9 +125,15 @@ cdef class Policy:
     cdef inline int64_t _take_slot(self, int64_t block_id) noexcept nogil:
         """Register ``block_id`` in a free slot and return the slot (the caller ensured one)."""
         cdef int64_t slot
+        if self.slot_ids.wide == NULL and not sids_fits(block_id):
+            self._widen_ids()
         slot = self.free_head
-        self.free_head = self.slot_ids[slot] - INT64_MIN - 1
-        self.slot_ids[slot] = block_id
+        if self.slot_ids.wide != NULL:
+            self.free_head = self.slot_ids.wide[slot] - INT64_MIN - 1
+            self.slot_ids.wide[slot] = block_id
+        else:
+            self.free_head = <int64_t>self.slot_ids.narrow[slot] - INT32_MIN - 1
+            self.slot_ids.narrow[slot] = <int32_t>block_id
         self.pins[slot] = 0
         slotmap_put(&self.table, block_id, slot)
         self.n_resident += 1
@@ -145,21 +163,25 @@ cdef class Policy:
 
     cdef inline int64_t _drop_slot(self, int64_t slot) noexcept nogil:
         """Unregister the block in ``slot``, free the slot, return the block id."""
-        cdef int64_t block_id = self.slot_ids[slot]
+        cdef int64_t block_id = sids_get(&self.slot_ids, slot)
         if self.pins[slot] > 0:
             self.n_pinned -= 1
             if self.pinbits != NULL:
                 self.pinbits[slot >> 6] &= ~((<uint64_t>1) << (slot & 63))
             if self.pins[slot] == PIN_SAT and self.n_pin_over > 0:
                 self._pin_over_take(slot, True)
-        slotmap_del(&self.table, self.slot_ids, block_id, slot)
-        self.slot_ids[slot] = INT64_MIN + 1 + self.free_head
+        slotmap_del(&self.table, &self.slot_ids, block_id, slot)
+        if self.slot_ids.wide != NULL:
+            self.slot_ids.wide[slot] = INT64_MIN + 1 + self.free_head
+        else:
+            self.slot_ids.narrow[slot] = <int32_t>(INT32_MIN + 1 + self.free_head)
         self.pins[slot] = 0
         self.free_head = slot
         self.n_resident -= 1
         return block_id
 
     cdef int _want_pinbits(self) except -1
+    cdef void _widen_ids(self) noexcept nogil
     cdef void _pin_over_add(self, int64_t slot) noexcept nogil
     cdef bint _pin_over_take(self, int64_t slot, bint all_of_it) noexcept nogil
     cdef void hit(self, int64_t slot, const Access* acc) noexcept nogil

@@ -1,8 +1,8 @@
 # cython: language_level=3
 """Base class of every eviction policy; see policy.pxd for the interface and its invariant."""
 
-from libc.stdlib cimport malloc, calloc, realloc, free
-from libc.stdint cimport INT64_MIN, uint16_t
+from libc.stdlib cimport malloc, calloc, realloc, free, abort
+from libc.stdint cimport INT64_MIN, INT32_MIN, int32_t, uint16_t
 
 from shadow.sim.idtable cimport (slotmap_init, slotmap_free, shadow_big_malloc, shadow_big_calloc,
                                  SLOTMAP_PER_SLOT, SLOTMAP_COMPACT_MIN)
@@ -35,23 +35,27 @@ cdef class Policy:
         if capacity >= SLOTMAP_COMPACT_MIN:
             per_slot = min(per_slot, getattr(type(self), "TABLE_PER_SLOT", per_slot))
         slotmap_init(&self.table, capacity, per_slot)
-        self.slot_ids = <int64_t*>shadow_big_malloc(capacity * sizeof(int64_t))
+        # NOTE: 32-bit ids from the start (block ids are dense from 1); _widen_ids moves them to
+        # 64 bits at the first id that does not fit.
+        self.slot_ids.narrow = <int32_t*>shadow_big_malloc(capacity * sizeof(int32_t))
+        self.slot_ids.wide = NULL
         self.pins = <uint16_t*>shadow_big_calloc(capacity, sizeof(uint16_t))
         self.pinbits = NULL
         self.pin_over = NULL
         self.n_pin_over = 0
         self.cap_pin_over = 0
-        if self.slot_ids == NULL or self.pins == NULL:
+        if self.slot_ids.narrow == NULL or self.pins == NULL:
             raise MemoryError(f"cannot allocate a cache of {capacity} slots")
         # NOTE: slot 0 on top of the free stack, so a fresh cache fills slots 0, 1, 2, ... in order.
         for i in range(capacity - 1):
-            self.slot_ids[i] = INT64_MIN + 1 + (i + 1)
-        self.slot_ids[capacity - 1] = INT64_MIN
+            self.slot_ids.narrow[i] = <int32_t>(INT32_MIN + 1 + (i + 1))
+        self.slot_ids.narrow[capacity - 1] = INT32_MIN
         self.free_head = 0
 
     def __dealloc__(self):
         slotmap_free(&self.table)
-        free(self.slot_ids)
+        free(self.slot_ids.narrow)
+        free(self.slot_ids.wide)
         free(self.pins)
         free(self.pinbits)
         free(self.pin_over)
@@ -70,6 +74,30 @@ cdef class Policy:
                 if self.pins[i] > 0:
                     self.pinbits[i >> 6] |= (<uint64_t>1) << (i & 63)
         return 0
+
+    cdef void _widen_ids(self) noexcept nogil:
+        """Move ``slot_ids`` to 64-bit entries for good (at the first id that does not fit 32
+        bits, from ``_take_slot``): ids copied, free-slot links re-encoded from INT32_MIN to
+        INT64_MIN, so the free stack and the table (keyed by slot) stay valid.  Aborts if out of
+        memory (nothing here may raise, and the block must be stored)."""
+        cdef int64_t i, v
+        cdef int64_t* wide
+        if self.slot_ids.wide != NULL:
+            return
+        wide = <int64_t*>shadow_big_malloc(self.capacity * sizeof(int64_t))
+        if wide == NULL:
+            abort()
+        for i in range(self.capacity):
+            v = self.slot_ids.narrow[i]
+            wide[i] = v if v > 0 else INT64_MIN + (v - INT32_MIN)
+        free(self.slot_ids.narrow)
+        self.slot_ids.narrow = NULL
+        self.slot_ids.wide = wide
+
+    @property
+    def id_bits(self) -> int:
+        """Width of the per-slot block ids now: 32, or 64 once an id past 32 bits was stored."""
+        return 64 if self.slot_ids.wide != NULL else 32
 
     cdef void _pin_over_add(self, int64_t slot) noexcept nogil:
         """One more pin on a slot already holding PIN_SAT of them."""
@@ -146,7 +174,7 @@ cdef class Policy:
     def resident_ids(self) -> list[int]:
         """Ids of the resident blocks, in slot order."""
         cdef int64_t s
-        return [self.slot_ids[s] for s in range(self.capacity) if not slot_is_free(self.slot_ids[s])]
+        return [self.slot_id(s) for s in range(self.capacity) if not slot_is_free(&self.slot_ids, s)]
 
     def pin_count(self, block_id: int) -> int:
         cdef int64_t s = self.find(block_id), i, n

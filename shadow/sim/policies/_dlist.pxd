@@ -8,7 +8,8 @@ only element).  8 bytes per slot.  Shared by lru, fifo, clock, sieve, vllm (and 
 
 from libc.stdint cimport int32_t, int64_t, uint16_t, uint32_t
 
-from shadow.sim.idtable cimport SlotMap, slotmap_prefetch, SHADOW_PREFETCH
+from shadow.sim.idtable cimport (SlotMap, SlotIds, sids_get, sids_addr, slotmap_prefetch,
+                                 SHADOW_PREFETCH)
 
 cdef struct DList:
     int32_t* prev     # towards the head
@@ -181,11 +182,11 @@ cdef inline void lr_take(LRing* L, int64_t i) noexcept nogil:
 
 # NOTE: out of line for the same reason as lr_unpinned_scan (a call per eviction is cheap
 # next to the cache misses it saves at large sizes).
-cdef void lr_prefetch_ahead(LRing* L, const int64_t* slot_ids, const uint16_t* pins,
+cdef void lr_prefetch_ahead(LRing* L, const SlotIds* slot_ids, const uint16_t* pins,
                             const SlotMap* table) noexcept nogil
 
 
-cdef inline void lr_maybe_prefetch_ahead(LRing* L, const int64_t* slot_ids, const uint16_t* pins,
+cdef inline void lr_maybe_prefetch_ahead(LRing* L, const SlotIds* slot_ids, const uint16_t* pins,
                                          const SlotMap* table) noexcept nogil:
     """:func:`lr_prefetch_ahead` for a large ring (``ahead``); nothing for a small one."""
     if L.ahead:
@@ -222,7 +223,7 @@ cdef struct SOrder:
 cdef int so_init(SOrder* o, int64_t capacity) except -1
 cdef void so_free(SOrder* o) noexcept nogil
 cdef list so_slots_oldest_first(SOrder* o)
-cdef int64_t so_ring_take_victim(LRing* q, const int64_t* slot_ids, const uint16_t* pins,
+cdef int64_t so_ring_take_victim(LRing* q, const SlotIds* slot_ids, const uint16_t* pins,
                                  const SlotMap* table) noexcept nogil
 
 
@@ -242,7 +243,7 @@ cdef inline void so_drop(SOrder* o, int64_t s) noexcept nogil:
         dl_unlink(&o.d, s)
 
 
-cdef inline int64_t so_take_victim(SOrder* o, const int64_t* slot_ids, const uint16_t* pins,
+cdef inline int64_t so_take_victim(SOrder* o, const SlotIds* slot_ids, const uint16_t* pins,
                                    const SlotMap* table) noexcept nogil:
     """Take the oldest slot whose pin count is 0 out of the order and return it; the oldest if
     every slot is pinned; -1 if the order is empty.

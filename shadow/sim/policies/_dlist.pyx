@@ -136,7 +136,7 @@ cdef void lr_take_behind(LRing* L, int64_t i) noexcept nogil:
     L.t = k + 1
 
 
-cdef void lr_prefetch_ahead(LRing* L, const int64_t* slot_ids, const uint16_t* pins,
+cdef void lr_prefetch_ahead(LRing* L, const SlotIds* slot_ids, const uint16_t* pins,
                             const SlotMap* table) noexcept nogil:
     """Prefetch the next victims' data: slot data ``LR_AHEAD_DATA`` entries ahead of ``t``,
     then (once it has arrived) the table entry of the live ones ``LR_AHEAD_TABLE`` ahead."""
@@ -151,7 +151,7 @@ cdef void lr_prefetch_ahead(LRing* L, const int64_t* slot_ids, const uint16_t* p
     while j < end:
         s = L.r[j]
         SHADOW_PREFETCH(&L.pos[s])
-        SHADOW_PREFETCH(&slot_ids[s])
+        SHADOW_PREFETCH(sids_addr(slot_ids, s))
         SHADOW_PREFETCH(&pins[s])
         j += 1
     L.pf_data = j
@@ -164,7 +164,7 @@ cdef void lr_prefetch_ahead(LRing* L, const int64_t* slot_ids, const uint16_t* p
     while j < end:
         s = L.r[j]
         if L.pos[s] == <uint32_t>j:
-            slotmap_prefetch(table, slot_ids[s])
+            slotmap_prefetch(table, sids_get(slot_ids, s))
         j += 1
     L.pf_table = j
 
@@ -220,7 +220,7 @@ cdef list so_slots_oldest_first(SOrder* o):
     return out
 
 
-cdef int64_t so_ring_take_victim(LRing* q, const int64_t* slot_ids, const uint16_t* pins,
+cdef int64_t so_ring_take_victim(LRing* q, const SlotIds* slot_ids, const uint16_t* pins,
                                  const SlotMap* table) noexcept nogil:
     """:func:`so_take_victim` of a ring.
 

@@ -123,7 +123,7 @@ cdef class ARC(Policy):
         (the delete) and its home in the ghost table (the insert)."""
         cdef int64_t block_id
         if s >= 0:
-            block_id = self.slot_ids[s]
+            block_id = self.slot_id(s)
             self.prefetch(block_id)
             gr_prefetch(&self.ghost, block_id)
 

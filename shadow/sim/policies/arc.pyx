@@ -84,11 +84,11 @@ cdef class ARC(Policy):
         out = {"t1": [], "t2": [], "b1": [], "b2": [], "p": self.p}
         s = self.t1.head
         while s >= 0:
-            out["t1"].append(self.slot_ids[s])
+            out["t1"].append(self.slot_id(s))
             s = self.t1.next[s]
         s = self.t2.head
         while s >= 0:
-            out["t2"].append(self.slot_ids[s])
+            out["t2"].append(self.slot_id(s))
             s = self.t2.next[s]
         for v in gr_ids(&self.ghost):
             if v > 0:

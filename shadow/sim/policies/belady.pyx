@@ -61,7 +61,7 @@ cdef class Belady(Policy):
         """True if slot ``a`` is evicted before slot ``b``."""
         if self.key[a] != self.key[b]:
             return self.key[a] > self.key[b]
-        return self.slot_ids[a] > self.slot_ids[b]
+        return self.slot_id(a) > self.slot_id(b)
 
     cdef inline void _place(self, int64_t i, int32_t s) noexcept nogil:
         self.heap[i] = s
@@ -167,8 +167,8 @@ cdef class Belady(Policy):
     def order(self) -> list[int]:
         """Resident ids in eviction order, first victim first (tests; O(n log n))."""
         cdef int64_t s
-        items = [(self.key[s], self.slot_ids[s]) for s in range(self.capacity)
-                 if not slot_is_free(self.slot_ids[s])]
+        items = [(self.key[s], self.slot_id(s)) for s in range(self.capacity)
+                 if not slot_is_free(&self.slot_ids, s)]
         items.sort(reverse=True)
         return [bid for _, bid in items]
 

@@ -17,7 +17,7 @@ cdef class FIFO(Policy):
 
     cdef inline int64_t fast_evict(self) noexcept nogil:
         # NOTE: as in LRU: pinned blocks are passed over (left in place); all pinned: the oldest.
-        cdef int64_t s = so_take_victim(&self.q, self.slot_ids, self.pins, &self.table)
+        cdef int64_t s = so_take_victim(&self.q, &self.slot_ids, self.pins, &self.table)
         if s < 0:
             return 0
         return self._drop_slot(s)

@@ -43,7 +43,7 @@ cdef class FIFO(Policy):
 
     def order(self) -> list[int]:
         """Resident ids from the newest to the oldest (next victim)."""
-        return [self.slot_ids[s] for s in reversed(so_slots_oldest_first(&self.q))]
+        return [self.slot_id(s) for s in reversed(so_slots_oldest_first(&self.q))]
 
     @property
     def uses_ring(self) -> bool:

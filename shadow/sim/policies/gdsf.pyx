@@ -28,7 +28,7 @@ from libc.stdint cimport int64_t, int32_t, uint16_t, uint32_t
 from libc.stdlib cimport malloc, free
 
 from shadow.sim.policy cimport Policy, Access
-from shadow.sim.idtable cimport slotmap_prefetch
+from shadow.sim.idtable cimport slotmap_prefetch, sids_addr
 
 cdef extern from *:
     void __builtin_prefetch(const void* addr) noexcept nogil
@@ -285,7 +285,7 @@ cdef class GDSF(Policy):
             best = self._min_unpinned()
         if best < 0:
             # NOTE: start loading the victim's base table entry before the sift, which hides it.
-            slotmap_prefetch(&self.table, self.slot_ids[self.heap[0].slot])
+            slotmap_prefetch(&self.table, self.slot_id(self.heap[0].slot))
             e = self._pop()          # the minimum (best effort when everything is pinned)
         else:
             e = self.heap[best]
@@ -295,7 +295,7 @@ cdef class GDSF(Policy):
         if self.n_heap > 0:
             # NOTE: evictions come in runs (a request's misses): the next root is the next victim.
             __builtin_prefetch(&self.pins[self.heap[0].slot])
-            __builtin_prefetch(&self.slot_ids[self.heap[0].slot])
+            __builtin_prefetch(sids_addr(&self.slot_ids, self.heap[0].slot))
         return victim
 
     cdef void remove(self, int64_t slot) noexcept nogil:
@@ -305,7 +305,7 @@ cdef class GDSF(Policy):
     def order(self) -> list[tuple[int, float]]:
         """(id, priority) of the resident blocks from the next victim on (heap sorted; tests)."""
         cdef int64_t i
-        items = [(self.heap[i].pri, self.heap[i].stamp, self.slot_ids[self.heap[i].slot])
+        items = [(self.heap[i].pri, self.heap[i].stamp, self.slot_id(self.heap[i].slot))
                  for i in range(self.n_heap)]
         items.sort()
         return [(b, p) for p, _, b in items]

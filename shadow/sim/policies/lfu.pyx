@@ -208,7 +208,7 @@ cdef class LFU(Policy):
             ids = []
             s = self.bfront[b]
             while s >= 0:
-                ids.append(self.slot_ids[s])
+                ids.append(self.slot_id(s))
                 s = self.next[s]
             out.append((self.bfreq[b], ids))
             b = self.bup[b]

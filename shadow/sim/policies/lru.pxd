@@ -40,5 +40,5 @@ cdef class LRU(Policy):
         lr_take(&self.q, i)
         # NOTE: the next victims are the next live entries of the ring: their slot data and
         # table entries are loaded ahead, while the loop does other work.
-        lr_maybe_prefetch_ahead(&self.q, self.slot_ids, self.pins, &self.table)
+        lr_maybe_prefetch_ahead(&self.q, &self.slot_ids, self.pins, &self.table)
         return self._drop_slot(s)

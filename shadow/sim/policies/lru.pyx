@@ -46,7 +46,7 @@ cdef class LRU(Policy):
         cdef int64_t i
         for i in range(self.q.w - 1, self.q.t - 1, -1):
             if self.q.pos[self.q.r[i]] == <uint32_t>i:
-                out.append(self.slot_ids[self.q.r[i]])
+                out.append(self.slot_id(self.q.r[i]))
         return out
 
 

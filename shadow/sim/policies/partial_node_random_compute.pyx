@@ -34,6 +34,7 @@ from libc.stdint cimport int64_t, int32_t, uint16_t, uint64_t, INT32_MIN, INT32_
 from libc.stdlib cimport malloc, realloc, free
 
 from shadow.errors import ShadowError
+from shadow.sim.idtable cimport sids_addr
 from shadow.sim.policy cimport Policy, Access, RequestCtx
 from shadow.sim.policies.random_compute cimport (Dense, dense_init, dense_free, dense_add, dense_del,
                                                  rng_next)
@@ -216,7 +217,7 @@ cdef class PartialNodeRandomCompute(Policy):
         cdef bint joined = False
         self.s_pos[slot] = <int32_t>acc.position
         self._set_cost(slot, acc.cost)
-        if (self.last_mark == self.mark and prev >= 0 and self.slot_ids[prev] == self.last_id):
+        if (self.last_mark == self.mark and prev >= 0 and self.slot_id(prev) == self.last_id):
             if acc.position == self.last_pos - 1 and self.s_up[prev] < 0:
                 # deepest-first replay: the new block goes above the previous insert
                 nd = self.s_node[prev]
@@ -327,7 +328,7 @@ cdef class PartialNodeRandomCompute(Policy):
             if up >= 0:
                 # NOTE: the chain's next block is the next victim: load it while this one goes.
                 __builtin_prefetch(&self.pins[up])
-                __builtin_prefetch(&self.slot_ids[up])
+                __builtin_prefetch(sids_addr(&self.slot_ids, up))
                 __builtin_prefetch(&self.s_up[up])
             out[got] = self._drop_slot(s)
             got += 1
@@ -387,7 +388,7 @@ cdef class PartialNodeRandomCompute(Policy):
         cdef int32_t s = self.n_tail[nd]
         ids = []
         while s >= 0:
-            ids.append(self.slot_ids[s])
+            ids.append(self.slot_id(s))
             s = self.s_up[s]
         ids.reverse()
         return ids

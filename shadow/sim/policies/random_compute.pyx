@@ -42,7 +42,7 @@ from libc.math cimport exp
 
 from shadow.errors import ShadowError
 from shadow.sim.policy cimport Policy, Access
-from shadow.sim.idtable cimport slotmap_prefetch, shadow_big_malloc, shadow_big_bytes
+from shadow.sim.idtable cimport slotmap_prefetch, sids_addr, shadow_big_malloc, shadow_big_bytes
 
 DEFAULTS = "n-sample=128,evict-batch=8,timestamp=request,seed=1"
 HONOURS_PINS = True
@@ -225,10 +225,10 @@ cdef class SampledPolicy(Policy):
             # NOTE: the victims are known at once: load their ids together, then prefetch the base
             # table entries those ids hash to, so that the drops below do not each wait in turn.
             for i in range(got):
-                __builtin_prefetch(&self.slot_ids[self.best[i]])
+                __builtin_prefetch(sids_addr(&self.slot_ids, self.best[i]))
                 __builtin_prefetch(&self.dense.pos[self.best[i]])
             for i in range(got):
-                slotmap_prefetch(&self.table, self.slot_ids[self.best[i]])
+                slotmap_prefetch(&self.table, self.slot_id(self.best[i]))
             for i in range(got):
                 s = self.best[i]
                 dense_del(&self.dense, s, False)
@@ -253,7 +253,7 @@ cdef class SampledPolicy(Policy):
     def population(self) -> list[int]:
         """Ids of the sampling population in draw-index order (tests)."""
         cdef int64_t i
-        return [self.slot_ids[self.dense.items[i]] for i in range(self.dense.n)]
+        return [self.slot_id(self.dense.items[i]) for i in range(self.dense.n)]
 
 
 cdef enum:

@@ -36,7 +36,7 @@ from shadow.sim.policy cimport Policy, Access, RequestCtx
 from shadow.sim.policies.random_compute cimport RandomCompute, dense_add, dense_del
 from libc.stdlib cimport malloc, free
 from libc.string cimport memset
-from shadow.sim.idtable cimport SHADOW_PREFETCH
+from shadow.sim.idtable cimport SHADOW_PREFETCH, sids_addr
 from shadow.sim.policies._ghost cimport (GhostRing, gr_init, gr_free, gr_find, gr_remove,
                                          gr_push_bounded, gr_ids, gr_prefetch, SlotFIFO, sf_init,
                                          sf_free, sf_push, sf_remove, sf_remove_at, sf_tail,
@@ -144,12 +144,12 @@ cdef class RandomComputeSmallQueue(RandomCompute):
                     # insert) of the one PF_NEAR ahead, whose id the earlier prefetch loaded.
                     s = sf_ahead(&self.small, PF_FAR)
                     if s >= 0:
-                        SHADOW_PREFETCH(&self.slot_ids[s])
+                        SHADOW_PREFETCH(sids_addr(&self.slot_ids, s))
                         SHADOW_PREFETCH(&self.pins[s])
                     s = sf_ahead(&self.small, PF_NEAR)
                     if s >= 0:
-                        self.prefetch(self.slot_ids[s])
-                        gr_prefetch(&self.ghost, self.slot_ids[s])
+                        self.prefetch(self.slot_id(s))
+                        gr_prefetch(&self.ghost, self.slot_id(s))
                     continue
             got = self._sample_evict(acc, want, out + k)
             if got == 0:
@@ -176,7 +176,7 @@ cdef class RandomComputeSmallQueue(RandomCompute):
 
     def small_ids(self) -> list[int]:
         """Ids in the small FIFO, newest first (tests)."""
-        return [self.slot_ids[s] for s in sf_slots(&self.small)]
+        return [self.slot_id(s) for s in sf_slots(&self.small)]
 
     def ghost_ids(self) -> list[int]:
         """Ids in the ghost FIFO, newest first (tests)."""

@@ -8,7 +8,7 @@ The small and main FIFOs are :c:type:`~shadow.sim.policies._ghost.SlotFIFO` ring
 
 from libc.stdint cimport int64_t, int32_t, uint8_t, uint16_t
 
-from shadow.sim.idtable cimport SHADOW_PREFETCH
+from shadow.sim.idtable cimport SHADOW_PREFETCH, sids_addr
 from shadow.sim.policy cimport Policy, Access
 from shadow.sim.policies._dlist cimport DList
 from shadow.sim.policies._ghost cimport (GhostRing, gr_find, gr_remove, gr_push_bounded,
@@ -105,7 +105,7 @@ cdef class S3FIFO(Policy):
             if t >= 0:
                 SHADOW_PREFETCH(&self.freq[t])
                 SHADOW_PREFETCH(&self.pins[t])
-                SHADOW_PREFETCH(&self.slot_ids[t])
+                SHADOW_PREFETCH(sids_addr(&self.slot_ids, t))
             f = self.freq[s]
             if f >= 1:
                 self.freq[s] = (f if f < 3 else 3) - 1
@@ -155,11 +155,11 @@ cdef class S3FIFO(Policy):
         # one PF_NEAR ahead, whose id the earlier prefetch brought in.
         s = sf_ahead(&self.small, PF_FAR)
         if s >= 0:
-            SHADOW_PREFETCH(&self.slot_ids[s])
+            SHADOW_PREFETCH(sids_addr(&self.slot_ids, s))
             SHADOW_PREFETCH(&self.freq[s])
             SHADOW_PREFETCH(&self.pins[s])
         s = sf_ahead(&self.small, PF_NEAR)
         if s >= 0:
-            self.prefetch(self.slot_ids[s])
-            gr_prefetch(&self.ghost, self.slot_ids[s])
+            self.prefetch(self.slot_id(s))
+            gr_prefetch(&self.ghost, self.slot_id(s))
         return victim

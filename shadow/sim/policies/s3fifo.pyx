@@ -98,8 +98,8 @@ cdef class S3FIFO(Policy):
         out = {"small": [], "main": [], "ghost": [], "freq": {}}
         for name, slots in (("small", sf_slots(&self.small)), ("main", sf_slots(&self.main))):
             for s in slots:
-                out[name].append(self.slot_ids[s])
-                out["freq"][self.slot_ids[s]] = self.freq[s]
+                out[name].append(self.slot_id(s))
+                out["freq"][self.slot_id(s)] = self.freq[s]
         out["ghost"] = gr_ids(&self.ghost)
         return out
 

@@ -133,7 +133,7 @@ cdef class SLRU(Policy):
             ids = []
             s = self.segs[i].head
             while s >= 0:
-                ids.append(self.slot_ids[s])
+                ids.append(self.slot_id(s))
                 s = self.segs[i].next[s]
             out.append(ids)
         return out

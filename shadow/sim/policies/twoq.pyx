@@ -148,11 +148,11 @@ cdef class TwoQ(Policy):
         out = {"ain": [], "am": [], "aout": []}
         s = self.ain.head
         while s >= 0:
-            out["ain"].append(self.slot_ids[s])
+            out["ain"].append(self.slot_id(s))
             s = self.ain.next[s]
         s = self.am.head
         while s >= 0:
-            out["am"].append(self.slot_ids[s])
+            out["am"].append(self.slot_id(s))
             s = self.am.next[s]
         out["aout"] = gr_ids(&self.aout)
         return out

@@ -39,6 +39,6 @@ cdef class VLLM(Policy):
             return 0
         s = self.q.r[i]
         lr_take(&self.q, i)
-        lr_maybe_prefetch_ahead(&self.q, self.slot_ids, self.pins, &self.table)
+        lr_maybe_prefetch_ahead(&self.q, &self.slot_ids, self.pins, &self.table)
         self.ref[s] = 0
         return self._drop_slot(s)

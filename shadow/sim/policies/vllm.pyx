@@ -72,7 +72,7 @@ cdef class VLLM(Policy):
         cdef int64_t i
         for i in range(self.q.t, self.q.w):
             if self.q.pos[self.q.r[i]] == <uint32_t>i:
-                out.append(self.slot_ids[self.q.r[i]])
+                out.append(self.slot_id(self.q.r[i]))
         return out
 
 
