@@ -2,7 +2,7 @@
 """Base class of every eviction policy; see policy.pxd for the interface and its invariant."""
 
 from libc.stdlib cimport malloc, calloc, realloc, free, abort
-from libc.stdint cimport INT64_MIN, INT32_MIN, int32_t, uint16_t
+from libc.stdint cimport INT64_MIN, INT32_MIN, INT32_MAX, int32_t, uint16_t
 
 from shadow.sim.idtable cimport (slotmap_init, slotmap_free, shadow_big_malloc, shadow_big_calloc,
                                  SLOTMAP_PER_SLOT, SLOTMAP_COMPACT_MIN)
@@ -39,6 +39,7 @@ cdef class Policy:
         # 64 bits at the first id that does not fit.
         self.slot_ids.narrow = <int32_t*>shadow_big_malloc(capacity * sizeof(int32_t))
         self.slot_ids.wide = NULL
+        self.slot_ids.narrow_ids = INT32_MAX
         self.pins = <uint16_t*>shadow_big_calloc(capacity, sizeof(uint16_t))
         self.pinbits = NULL
         self.pin_over = NULL
@@ -92,7 +93,31 @@ cdef class Policy:
             wide[i] = v if v > 0 else INT64_MIN + (v - INT32_MIN)
         free(self.slot_ids.narrow)
         self.slot_ids.narrow = NULL
+        self.slot_ids.narrow_ids = 0
         self.slot_ids.wide = wide
+
+    cdef int64_t _take_slot_wide(self, int64_t block_id) noexcept nogil:
+        """:meth:`_take_slot` with 64-bit slot ids (widened first if they are still 32-bit)."""
+        cdef int64_t slot
+        if self.slot_ids.wide == NULL:
+            self._widen_ids()
+        slot = self.free_head
+        self.free_head = self.slot_ids.wide[slot] - INT64_MIN - 1
+        self.slot_ids.wide[slot] = block_id
+        self.pins[slot] = 0
+        slotmap_put(&self.table, block_id, slot)
+        self.n_resident += 1
+        return slot
+
+    cdef int64_t _drop_slot_wide(self, int64_t slot) noexcept nogil:
+        """:meth:`_drop_slot` with 64-bit slot ids."""
+        cdef int64_t block_id = self.slot_ids.wide[slot]
+        self._drop_pins(slot)
+        slotmap_del(&self.table, &self.slot_ids, block_id, slot)
+        self.slot_ids.wide[slot] = INT64_MIN + 1 + self.free_head
+        self.free_head = slot
+        self.n_resident -= 1
+        return block_id
 
     @property
     def id_bits(self) -> int:
