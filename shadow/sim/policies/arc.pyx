@@ -16,11 +16,11 @@ Pins: honoured.  The chosen list's first unpinned block from the tail is the vic
 becomes a ghost of that list); a list with only pinned blocks sends the eviction to the other list;
 if neither has one the plain tail is taken.
 
-Memory: base 26 B/slot (22 from 32k slots: ``TABLE_PER_SLOT``) + lists 8 + list tag 1 B/slot + one ghost ring for B1 and B2 sized for
+Memory: base 22 B/slot (18 from 32k slots: ``TABLE_PER_SLOT``) + lists 8 + list tag 1 B/slot + one ghost ring for B1 and B2 sized for
 C + 16 ids (16 B per id: 4 B x 2 in the ring, 4 B x 2 in its table (x 8 below 32k slots); 8 B
 more once an id past 2**31 - 1 has been pushed; B1 and B2 together hold at most about C ids once
-the cache is full; the ring grows by half when a burst of evictions needs more): 47 B/slot
-measured with the ghosts full (31 with them empty).
+the cache is full; the ring grows by half when a burst of evictions needs more): 43 B/slot
+measured with the ghosts full (27 with them empty).
 """
 
 from libc.stdint cimport int64_t, int32_t, uint8_t

@@ -17,7 +17,7 @@ skipped requests.
 Pins: honoured.  Pinned blocks at the top of the heap are set aside until an unpinned one
 surfaces, then put back; if every block is pinned the top is taken (best effort).
 
-Memory: base 26 B/slot + next 8 + heap 4 + heap index 4 = 42 B/slot.
+Memory: base 22 B/slot + next 8 + heap 4 + heap index 4 = 38 B/slot.
 """
 
 from libc.stdint cimport int64_t, int32_t, INT64_MAX

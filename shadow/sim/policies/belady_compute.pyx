@@ -16,7 +16,7 @@ the ``evict-batch`` best distinct candidates of one sample before drawing again.
 
 Pins: honoured, as random_compute (pinned draws are redrawn; best effort if all are pinned).
 
-Memory: base 26 B/slot + pin bitmap 1/8 + dense set 8 + next 8 + cost 4 = 46 B/slot.  NOTE: the cost is kept as
+Memory: base 22 B/slot + pin bitmap 1/8 + dense set 8 + next 8 + cost 4 = 42 B/slot.  NOTE: the cost is kept as
 ``max(cost, 1)`` in 32 bits (the score reads nothing else of it); the first cost past 2**31 - 1
 switches to a 64-bit array for good (+4 B/slot), so no decision changes.
 """

@@ -8,7 +8,7 @@ head, the first block with 0 is evicted.
 Pins: honoured.  A pinned block with counter 0 is passed over in place (its counter untouched)
 and the scan goes on towards the head; if the scan runs out, every candidate was pinned and the
 first pinned candidate met (what the unpinned policy would have taken) is evicted.
-Memory: base 26 B/slot + list 8 B/slot + counter 1 B/slot = 35 B/slot.
+Memory: base 22 B/slot + list 8 B/slot + counter 1 B/slot = 31 B/slot.
 """
 
 from libc.stdint cimport int64_t, int32_t, uint8_t

@@ -2,7 +2,7 @@
 """FIFO: insertion order only; a hit changes nothing; the oldest block is evicted.
 
 Pins: honoured (walk from the oldest towards the newest past pinned blocks; all pinned: the
-oldest).  Memory: base 26 B/slot + insertion ring 12 B/slot (``LRing``, _dlist.pxd) = 38 B/slot
+oldest).  Memory: base 22 B/slot + insertion ring 12 B/slot (``LRing``, _dlist.pxd) = 34 B/slot
 from 32768 slots (LR_RING_MIN) on; below, the order is a linked list, 8 B/slot (``SOrder``: the
 ring's compactions, one per about ``capacity`` inserts since no hit appends, and its shifts
 behind pinned blocks cost more than its prefetches save while the state sits in the L2).

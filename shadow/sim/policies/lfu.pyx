@@ -12,7 +12,7 @@ out (amortised; the number of distinct frequencies is usually tiny).
 Pins: honoured.  The victim is the first unpinned block of the lowest bucket (in bucket order),
 then of the buckets above; if every block is pinned the plain candidate is taken.
 
-Memory: base 26 B/slot + links 8 + bucket index 4 = 12 B/slot of LFU's own state, plus 28 B per
+Memory: base 22 B/slot + links 8 + bucket index 4 = 12 B/slot of LFU's own state, plus 28 B per
 distinct resident frequency.
 """
 

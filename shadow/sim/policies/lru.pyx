@@ -3,7 +3,7 @@
 
 Pins: honoured.  Eviction walks from the tail towards the head past pinned slots and takes the
 first unpinned one; if every resident block is pinned it takes the tail (best effort).
-Memory: base 26 B/slot + recency ring 12 B/slot (see ``LRing`` in _dlist.pxd) = 38 B/slot.
+Memory: base 22 B/slot + recency ring 12 B/slot (see ``LRing`` in _dlist.pxd) = 34 B/slot.
 """
 
 from libc.stdint cimport int64_t, int32_t, uint32_t

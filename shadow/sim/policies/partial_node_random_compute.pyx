@@ -22,8 +22,8 @@ Pins: honoured.  A node whose tail is pinned is not a candidate (draws on it are
 trimming stops at a pinned block; best effort (one block from a pinned tail) only when every
 node's tail is pinned.
 
-Memory: base 26 B/slot + per slot (node, up, down, position, cost) 20 + per node (tail, stamp,
-mark, deepest, sampling set) 32 = 78 B/slot (the cost in 32 bits until one does not fit).
+Memory: base 22 B/slot + per slot (node, up, down, position, cost) 20 + per node (tail, stamp,
+mark, deepest, sampling set) 32 = 74 B/slot (the cost in 32 bits until one does not fit).
 
 The class is declared in ``partial_node_random_compute.pxd``; a variant subclasses it and
 overrides only the hooks listed there (``_score_cands``, ``_new_node``, ``_touch``), as

@@ -16,9 +16,9 @@ Pins: honoured.  Draws that land on a pinned block are discarded and redrawn (at
 ``4 * n-sample`` draws per sample); if none of them is unpinned the population is scanned in
 order for unpinned blocks, and only if every block is pinned is a pinned one taken (best effort).
 
-Memory: base 26 B/slot + pin bitmap 1/8 + dense set 8 + one 16-byte record (last 4, cost 4,
-freq 8) = 50 B/slot; from 32k slots the resident table keeps 3 entries a slot instead of 4
-(``TABLE_PER_SLOT``): 46 B/slot (measured 46.2 at 1M slots).  NOTE: the record is all a draw or a hit reads;
+Memory: base 22 B/slot + pin bitmap 1/8 + dense set 8 + one 16-byte record (last 4, cost 4,
+freq 8) = 46 B/slot; from 32k slots the resident table keeps 3 entries a slot instead of 4
+(``TABLE_PER_SLOT``): 42 B/slot (measured 42.2 at 1M slots).  NOTE: the record is all a draw or a hit reads;
 the score's numerator ``cost * freq`` is computed at the draw (the same double product a touch used
 to store).  ``last`` is kept as ``stamp - epoch`` in 32 bits: a stamp 2**31 past the epoch moves it
 and clamps the older stamps, without changing a decision (see ``_rel_slow``).  ``cost`` is kept in

@@ -23,9 +23,9 @@ Pins: honoured.  The small FIFO is walked from its oldest end past pinned blocks
 pinned, main is sampled (pinned draws redrawn, as random_compute) for at most as many victims as it
 has unpinned blocks, and small gives the rest; best effort only when every block is pinned.
 
-Memory: random_compute's 46 B/slot + the small FIFO (a slot ring: 4 B/slot of positions + 5 B per
-queued slot) = 54 B/slot measured, plus the ghost (a ghost ring, 13 B per ghost entry, 18 once an
-id past 2**31 - 1 has been pushed): 68 B/slot measured with the ghost full at the default ratio
+Memory: random_compute's 42 B/slot + the small FIFO (a slot ring: 4 B/slot of positions + 5 B per
+queued slot) = 50 B/slot measured, plus the ghost (a ghost ring, 13 B per ghost entry, 18 once an
+id past 2**31 - 1 has been pushed): 64 B/slot measured with the ghost full at the default ratio
 0.9.
 """
 

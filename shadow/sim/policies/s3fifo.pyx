@@ -18,10 +18,10 @@ Pins: honoured.  A pinned block is still promoted/reinserted as it would be unpi
 the victim while an unpinned candidate exists: the walk passes it; a queue with only pinned
 candidates sends the eviction to the other queue; only if both have none is the plain tail taken.
 
-Memory: base 26 B/slot (22 from 32k slots: ``TABLE_PER_SLOT``) + ring positions 4 + the two slot rings (4 B x 1.25 per queued slot, about
+Memory: base 22 B/slot (18 from 32k slots: ``TABLE_PER_SLOT``) + ring positions 4 + the two slot rings (4 B x 1.25 per queued slot, about
 5) + freq/queue 2 B/slot + the ghost ring (4 B x 1.25 in the ring + 4 B x 2 in its table = 13 B per
 ghost entry, 37 B below 32k ghost ids, 5 B more once an id past 2**31 - 1 has been pushed;
-``ghost-size-ratio`` of C): 45 B/slot measured with the ghost full at the defaults (32 with it
+``ghost-size-ratio`` of C): 41 B/slot measured with the ghost full at the defaults (28 with it
 empty).
 """
 

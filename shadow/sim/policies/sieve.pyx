@@ -7,7 +7,7 @@ first unvisited block is evicted and the hand stays at its predecessor (towards 
 
 Pins: honoured.  A pinned unvisited block is passed without change; after more consecutive
 pinned passes than resident blocks, the first pinned candidate met is evicted (best effort).
-Memory: base 26 B/slot + list 8 B/slot + bit 1 B/slot = 35 B/slot.
+Memory: base 22 B/slot + list 8 B/slot + bit 1 B/slot = 31 B/slot.
 """
 
 from libc.stdint cimport int64_t, int32_t, uint8_t

@@ -14,9 +14,9 @@ Pins: honoured.  The chosen queue's first unpinned block from the tail is the vi
 only pinned blocks sends the eviction to the other one; if both have none the plain candidate is
 taken.  A spilled Am eviction skips pinned blocks within Am only.
 
-Memory: base 36 B/slot + lists 8 + queue tag 1 B/slot + Aout ghosts (a ghost ring: 13 B per
-entry, 18 once an id past 2**31 - 1 has been pushed; ``Aout-size-ratio`` of C): 42 B/slot
-measured with Aout full at the defaults (35 empty).
+Memory: base 22 B/slot + lists 8 + queue tag 1 B/slot + Aout ghosts (a ghost ring: 13 B per
+entry, 18 once an id past 2**31 - 1 has been pushed; ``Aout-size-ratio`` of C): 38 B/slot
+measured with Aout full at the defaults (31 empty).
 """
 
 from libc.stdint cimport int64_t, int32_t, uint8_t

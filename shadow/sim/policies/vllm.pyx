@@ -16,8 +16,8 @@ the first miss and may hold duplicate copies of a hash (see docs/sim.md).
 
 Pins: honoured (skip pinned blocks still in the queue; all pinned: the least recent).  Returns 0
 when the free queue is empty (every resident block is held by a running request).
-Memory: base 26 B/slot + free-queue ring 12 B/slot (``LRing``, _dlist.pxd) + count 4 B/slot
-= 42 B/slot.
+Memory: base 22 B/slot + free-queue ring 12 B/slot (``LRing``, _dlist.pxd) + count 4 B/slot
+= 38 B/slot.
 """
 
 from libc.stdint cimport int64_t, int32_t, uint32_t
