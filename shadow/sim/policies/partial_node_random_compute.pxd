@@ -33,22 +33,23 @@ cdef class PartialNodeRandomCompute(Policy):
     cdef readonly int64_t micro_batch
     cdef readonly bint drain
     cdef uint64_t rng
+    # NOTE: during on_request a touched slot's node is stored as ``~node`` (negative), the mark
+    # that says the arriving path holds it; on_request clears every mark before it returns.
     cdef int32_t* s_node           # per slot: its node
     cdef int32_t* s_up             # per slot: the next shallower slot of its node, -1 at the head
     cdef int32_t* s_down           # per slot: the next deeper slot of its node, -1 at the tail
-    cdef int32_t* s_pos
     # NOTE: the llround cost in 32 bits (4 B/slot saved); the first cost outside int32 moves all
     # of them to ``s_cost64`` for good, so every score sees the exact cost.
     cdef int32_t* s_cost32         # per slot: the cost of its last access, while all fit 32 bits
     cdef int64_t* s_cost64         # NULL until a cost outside int32 arrives; then the only one
+    # NOTE: during on_request a touched node's tail is stored as ``~tail`` (negative), the mark
+    # that says the node is already listed in ``touched``; cleared before the node is split.
     cdef int32_t* n_tail           # per node: its deepest resident slot
     cdef int64_t* n_stamp
-    cdef int64_t* n_mark
-    cdef int32_t* n_deep
     cdef Dense nodes
     cdef int64_t mark              # +1 per on_request
-    cdef int32_t* touched          # scratch: nodes touched by the arriving request
-    cdef int64_t touched_cap
+    cdef int32_t* touched          # scratch: nodes touched by the arriving request, then its slots
+    cdef int64_t touched_cap       # nodes at touched[0 .. cap), slots at touched[cap .. 2 cap)
     cdef int64_t last_slot, last_id, last_pos, last_mark   # the previous insert
     cdef int32_t* cand
     cdef double* cand_score

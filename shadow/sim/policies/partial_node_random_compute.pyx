@@ -77,28 +77,21 @@ cdef class PartialNodeRandomCompute(Policy):
         self.s_node = <int32_t*>malloc(capacity * sizeof(int32_t))
         self.s_up = <int32_t*>malloc(capacity * sizeof(int32_t))
         self.s_down = <int32_t*>malloc(capacity * sizeof(int32_t))
-        self.s_pos = <int32_t*>malloc(capacity * sizeof(int32_t))
         self.s_cost32 = <int32_t*>malloc(capacity * sizeof(int32_t))
         self.s_cost64 = NULL
         self.n_tail = <int32_t*>malloc(capacity * sizeof(int32_t))
         self.n_stamp = <int64_t*>malloc(capacity * sizeof(int64_t))
-        self.n_mark = <int64_t*>malloc(capacity * sizeof(int64_t))
-        self.n_deep = <int32_t*>malloc(capacity * sizeof(int32_t))
         self.cand = <int32_t*>malloc(n_sample * sizeof(int32_t))
         self.cand_score = <double*>malloc(n_sample * sizeof(double))
         self.touched = NULL
         self.touched_cap = 0
         self.pf_node = NULL
         self.pf_node_stride = 0
-        if (self.s_node == NULL or self.s_up == NULL or self.s_down == NULL or self.s_pos == NULL
-                or self.s_cost32 == NULL or self.n_tail == NULL or self.n_stamp == NULL
-                or self.n_mark == NULL or self.n_deep == NULL or self.cand == NULL
+        if (self.s_node == NULL or self.s_up == NULL or self.s_down == NULL or self.s_cost32 == NULL
+                or self.n_tail == NULL or self.n_stamp == NULL or self.cand == NULL
                 or self.cand_score == NULL):
             raise MemoryError(f"cannot allocate a cache of {capacity} slots")
         dense_init(&self.nodes, capacity, True)
-        cdef int64_t i
-        for i in range(capacity):
-            self.n_mark[i] = 0
         self.mark = 0
         self.last_slot = -1
         self.last_id = 0
@@ -109,13 +102,10 @@ cdef class PartialNodeRandomCompute(Policy):
         free(self.s_node)
         free(self.s_up)
         free(self.s_down)
-        free(self.s_pos)
         free(self.s_cost32)
         free(self.s_cost64)
         free(self.n_tail)
         free(self.n_stamp)
-        free(self.n_mark)
-        free(self.n_deep)
         free(self.cand)
         free(self.cand_score)
         free(self.touched)
@@ -130,7 +120,6 @@ cdef class PartialNodeRandomCompute(Policy):
         dense_add(&self.nodes, nd)
         self.n_tail[nd] = tail
         self.n_stamp[nd] = stamp
-        self.n_mark[nd] = 0
         return nd
 
     cdef void _touch(self, int32_t nd, int64_t req_vtime) noexcept nogil:
@@ -168,43 +157,64 @@ cdef class PartialNodeRandomCompute(Policy):
     # ---- the interface ----
 
     cdef void on_request(self, const RequestCtx* ctx) noexcept nogil:
-        cdef int64_t i, m = 0, s, nd, d, first, x, nd2
+        """Split every node the arriving path runs through below its deepest touched block, and
+        stamp it (``_touch``), in the order the path first touches the nodes.
+
+        NOTE: no per-node or per-slot scratch: a touched slot is marked by storing its node as
+        ``~node`` in ``s_node`` and a listed node by storing its tail as ``~tail`` in ``n_tail``
+        (both are >= 0 otherwise); the marks are cleared before this returns.  The deepest touched
+        block of a node is found by walking up its chain from the tail to the first marked slot.
+        That is the one of highest position (the order this compared positions in, with a
+        position per slot): a chain's positions increase strictly from head to tail, as inserts
+        join a node only at position ``last - 1`` above its head or ``last + 1`` below its tail,
+        and splits, trims and removals keep a sub-chain.  The walk passes exactly the blocks the
+        split then moves to the new node, so it relabels them on the way."""
+        cdef int64_t i, m = 0, k = 0, s, nd, t, x, below = -1
+        cdef int32_t nd2
         cdef int32_t* grown
+        cdef int32_t* slots
         self.mark += 1
         if ctx.n_blocks > self.touched_cap:
-            grown = <int32_t*>realloc(self.touched, ctx.n_blocks * sizeof(int32_t))
+            grown = <int32_t*>realloc(self.touched, 2 * ctx.n_blocks * sizeof(int32_t))
             if grown == NULL:
                 return      # NOTE: out of memory: no split, no stamp (only recency is lost)
             self.touched = grown
             self.touched_cap = ctx.n_blocks
+        slots = self.touched + self.touched_cap
         for i in range(ctx.n_blocks):
             s = self.find(ctx.block_ids[i])
             if s < 0:
                 continue
             nd = self.s_node[s]
-            if self.n_mark[nd] != self.mark:
-                self.n_mark[nd] = self.mark
-                self.n_deep[nd] = <int32_t>s
+            if nd < 0:
+                continue        # a block the path holds twice: marked already
+            self.s_node[s] = ~(<int32_t>nd)
+            slots[k] = <int32_t>s
+            k += 1
+            if self.n_tail[nd] >= 0:
+                self.n_tail[nd] = ~self.n_tail[nd]
                 self.touched[m] = <int32_t>nd
                 m += 1
-            elif self.s_pos[s] > self.s_pos[self.n_deep[nd]]:
-                self.n_deep[nd] = <int32_t>s
         for i in range(m):
             nd = self.touched[i]
-            d = self.n_deep[nd]
-            first = self.s_down[d]
-            if first >= 0:
+            t = ~self.n_tail[nd]
+            self.n_tail[nd] = <int32_t>t
+            if self.s_node[t] >= 0:
                 # NOTE: the part below the deepest touched block is another branch: split it off
                 # with the node's old stamp, like a radix tree splitting an edge.
-                nd2 = self._new_node(self.n_tail[nd], self.n_stamp[nd], <int32_t>nd)
-                self.s_down[d] = -1
-                self.s_up[first] = -1
-                self.n_tail[nd] = <int32_t>d
-                x = first
-                while x >= 0:
-                    self.s_node[x] = <int32_t>nd2
-                    x = self.s_down[x]
+                nd2 = self._new_node(<int32_t>t, self.n_stamp[nd], <int32_t>nd)
+                x = t
+                while self.s_node[x] >= 0:
+                    self.s_node[x] = nd2
+                    below = x
+                    x = self.s_up[x]
+                self.s_up[below] = -1
+                self.s_down[x] = -1
+                self.n_tail[nd] = <int32_t>x
             self._touch(<int32_t>nd, ctx.req_vtime)
+        for i in range(k):
+            s = slots[i]
+            self.s_node[s] = ~self.s_node[s]
 
     cdef void hit(self, int64_t slot, const Access* acc) noexcept nogil:
         self._set_cost(slot, acc.cost)
@@ -214,7 +224,6 @@ cdef class PartialNodeRandomCompute(Policy):
         cdef int64_t prev = self.last_slot
         cdef int32_t nd
         cdef bint joined = False
-        self.s_pos[slot] = <int32_t>acc.position
         self._set_cost(slot, acc.cost)
         if (self.last_mark == self.mark and prev >= 0 and self.slot_ids[prev] == self.last_id):
             if acc.position == self.last_pos - 1 and self.s_up[prev] < 0:
