@@ -63,6 +63,7 @@ cdef class PartialNodeRandomCompute(Policy):
     """See the module docstring.  Invariants: every resident slot belongs to exactly one live
     node; a live node's chain runs from a slot with ``up == -1`` to ``tail`` (``down == -1``) through
     increasing positions; ``nodes.items[0 .. nodes.n)`` are the live nodes, the rest are free."""
+    TABLE_PER_SLOT = 3    # NOTE: resident table 12 B/slot from 32k slots (budget: see Memory)
 
     def __cinit__(self, int64_t capacity, int64_t n_sample=128, bint drain=False,
                   int64_t micro_batch=64, uint64_t seed=1, *args, **kwargs):
