@@ -11,6 +11,7 @@ from shadow.sim import CacheSpec, Simulator
 from shadow.sim.registry import make_policy, policy_info
 from shadow.trace.batch import Batch
 from tests.sim.policy_mixin import PolicyMixin, prefix_traces, raw_traces
+from tests.sim.test_partial_node_random_compute import drive_requests, stamp_ops
 from tests.sim.test_random_compute import assert_same
 
 NAME = "partial_node_random_freq"
@@ -97,3 +98,11 @@ class TestPartialNodeFreqMicroPasses(PolicyMixin):
     def teardown_method(self, method):
         from shadow.sim.policies import partial_node_random_compute as m
         m.set_pass_min_nodes(self._old_pass_min)
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=stamp_ops, capacity=st.integers(1, 8),
+       params=st.sampled_from(["n-sample=4,micro-batch=1", "eviction-mode=drain,n-sample=3"]))
+def test_stamps_past_32_bits_differential(ops, capacity, params):
+    # the base's 32-bit stamps (epoch moves, widening) under the freq score, freqs compared too
+    drive_requests(NAME, params, capacity, ops)

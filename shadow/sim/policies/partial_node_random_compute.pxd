@@ -16,7 +16,7 @@ invariants) and then keeps its own per-node arrays, indexed by node id ``0 .. ca
 ``_score_cands`` is replaced outright.
 """
 
-from libc.stdint cimport int64_t, int32_t, uint64_t, INT32_MIN, INT32_MAX
+from libc.stdint cimport int64_t, int32_t, uint32_t, uint64_t, INT32_MIN, INT32_MAX, UINT32_MAX
 
 from shadow.sim.policy cimport Policy, Access, RequestCtx
 from shadow.sim.policies.random_compute cimport Dense
@@ -45,7 +45,13 @@ cdef class PartialNodeRandomCompute(Policy):
     # NOTE: during on_request a touched node's tail is stored as ``~tail`` (negative), the mark
     # that says the node is already listed in ``touched``; cleared before the node is split.
     cdef int32_t* n_tail           # per node: its deepest resident slot
-    cdef int64_t* n_stamp
+    # NOTE: the stamp in 32 bits, as ``stamp - stamp_epoch`` (4 B/node saved); a stamp outside
+    # ``stamp_epoch + [0, 2**32)`` moves the epoch to the lowest live stamp if the live stamps
+    # span less than 2**31, else moves all of them to ``n_stamp64`` for good (see _rebase_stamp),
+    # so every score sees the exact stamp (the age is not clamped, so a clamp would not be exact).
+    cdef uint32_t* n_stamp32       # per node: its stamp - stamp_epoch, while n_stamp64 is NULL
+    cdef int64_t* n_stamp64        # NULL until the stamps do not fit 32 bits; then the only one
+    cdef readonly int64_t stamp_epoch
     cdef Dense nodes
     cdef int64_t mark              # +1 per on_request
     cdef int32_t* touched          # scratch: nodes touched by the arriving request, then its slots
@@ -72,7 +78,21 @@ cdef class PartialNodeRandomCompute(Policy):
         else:
             self._widen_cost(slot, c)
 
+    cdef inline int64_t _stamp(self, int64_t nd) noexcept nogil:
+        if self.n_stamp64 != NULL:
+            return self.n_stamp64[nd]
+        return self.stamp_epoch + <int64_t>self.n_stamp32[nd]
+
+    cdef inline void _set_stamp(self, int64_t nd, int64_t stamp) noexcept nogil:
+        if self.n_stamp64 != NULL:
+            self.n_stamp64[nd] = stamp
+        elif stamp >= self.stamp_epoch and <uint64_t>stamp - <uint64_t>self.stamp_epoch <= UINT32_MAX:
+            self.n_stamp32[nd] = <uint32_t>(<uint64_t>stamp - <uint64_t>self.stamp_epoch)
+        else:
+            self._rebase_stamp(nd, stamp)
+
     cdef void _widen_cost(self, int64_t slot, int64_t c) noexcept nogil
+    cdef void _rebase_stamp(self, int64_t nd, int64_t stamp) noexcept nogil
     cdef int32_t _new_node(self, int32_t tail, int64_t stamp, int32_t parent) noexcept nogil
     cdef void _touch(self, int32_t nd, int64_t req_vtime) noexcept nogil
     cdef void _score_cands(self, int64_t nc, int64_t now) noexcept nogil

@@ -30,7 +30,7 @@ overrides only the hooks listed there (``_score_cands``, ``_new_node``, ``_touch
 ``partial_node_random_freq`` does.
 """
 
-from libc.stdint cimport int64_t, int32_t, uint16_t, uint64_t, INT32_MIN, INT32_MAX
+from libc.stdint cimport int64_t, int32_t, uint16_t, uint32_t, uint64_t, INT32_MIN, INT32_MAX, UINT32_MAX
 from libc.stdlib cimport malloc, realloc, free
 
 from shadow.errors import ShadowError
@@ -81,7 +81,9 @@ cdef class PartialNodeRandomCompute(Policy):
         self.s_cost32 = <int32_t*>malloc(capacity * sizeof(int32_t))
         self.s_cost64 = NULL
         self.n_tail = <int32_t*>malloc(capacity * sizeof(int32_t))
-        self.n_stamp = <int64_t*>malloc(capacity * sizeof(int64_t))
+        self.n_stamp32 = <uint32_t*>malloc(capacity * sizeof(uint32_t))
+        self.n_stamp64 = NULL
+        self.stamp_epoch = 0
         self.cand = <int32_t*>malloc(n_sample * sizeof(int32_t))
         self.cand_score = <double*>malloc(n_sample * sizeof(double))
         self.touched = NULL
@@ -89,7 +91,7 @@ cdef class PartialNodeRandomCompute(Policy):
         self.pf_node = NULL
         self.pf_node_stride = 0
         if (self.s_node == NULL or self.s_up == NULL or self.s_down == NULL or self.s_cost32 == NULL
-                or self.n_tail == NULL or self.n_stamp == NULL or self.cand == NULL
+                or self.n_tail == NULL or self.n_stamp32 == NULL or self.cand == NULL
                 or self.cand_score == NULL):
             raise MemoryError(f"cannot allocate a cache of {capacity} slots")
         dense_init(&self.nodes, capacity, True)
@@ -106,7 +108,8 @@ cdef class PartialNodeRandomCompute(Policy):
         free(self.s_cost32)
         free(self.s_cost64)
         free(self.n_tail)
-        free(self.n_stamp)
+        free(self.n_stamp32)
+        free(self.n_stamp64)
         free(self.cand)
         free(self.cand_score)
         free(self.touched)
@@ -120,12 +123,12 @@ cdef class PartialNodeRandomCompute(Policy):
         cdef int32_t nd = self.nodes.items[self.nodes.n]
         dense_add(&self.nodes, nd)
         self.n_tail[nd] = tail
-        self.n_stamp[nd] = stamp
+        self._set_stamp(nd, stamp)
         return nd
 
     cdef void _touch(self, int32_t nd, int64_t req_vtime) noexcept nogil:
         """The arriving request's path runs through ``nd`` (after any split): stamp it."""
-        self.n_stamp[nd] = req_vtime
+        self._set_stamp(nd, req_vtime)
 
     cdef void _widen_cost(self, int64_t slot, int64_t c) noexcept nogil:
         """Move the costs to 64 bits (once) and store ``c``.  NOTE: if that allocation fails
@@ -142,6 +145,52 @@ cdef class PartialNodeRandomCompute(Policy):
         self.s_cost64 = c64
         c64[slot] = c
 
+    cdef void _rebase_stamp(self, int64_t nd, int64_t stamp) noexcept nogil:
+        """Store ``stamp`` (outside ``stamp_epoch + [0, 2**32)``) as node ``nd``'s: move the epoch
+        to the lowest stamp of the live nodes and ``stamp`` if they all lie within 2**31 of it,
+        else move every stamp to 64 bits for good.
+
+        NOTE: exact either way: every live node keeps its absolute stamp (``nd``'s old one is
+        not kept: it is being replaced, or ``nd`` was just added).  The 2**31 of headroom means
+        the epoch moves at most once per 2**31 of stamp advance, so the pass over the live nodes
+        costs nothing per request; a node older than that keeps the stamps in 64 bits from then
+        on (+4 B/node).  If that allocation fails the stamp is clamped into 32 bits instead
+        (nothing here may raise)."""
+        cdef int64_t i, x, v, lo = stamp, hi = stamp, epoch = self.stamp_epoch
+        cdef int32_t* items = self.nodes.items
+        cdef uint32_t* s32 = self.n_stamp32
+        cdef int64_t* s64
+        for i in range(self.nodes.n):
+            x = items[i]
+            if x != nd:
+                v = epoch + <int64_t>s32[x]
+                lo = min(lo, v)
+                hi = max(hi, v)
+        if <uint64_t>hi - <uint64_t>lo < (<uint64_t>1 << 31):
+            for i in range(self.nodes.n):
+                x = items[i]
+                if x != nd:
+                    s32[x] = <uint32_t>(epoch + <int64_t>s32[x] - lo)
+            self.stamp_epoch = lo
+            s32[nd] = <uint32_t>(stamp - lo)
+            return
+        s64 = <int64_t*>malloc(max(self.capacity, 1) * sizeof(int64_t))
+        if s64 == NULL:
+            s32[nd] = 0 if stamp < epoch else UINT32_MAX
+            return
+        for i in range(self.nodes.n):
+            x = items[i]
+            if x != nd:
+                s64[x] = epoch + <int64_t>s32[x]
+        s64[nd] = stamp
+        free(self.n_stamp32)
+        self.n_stamp32 = NULL
+        self.n_stamp64 = s64
+
+    def stamp_bits(self) -> int:
+        """32 or 64: the width the stamps are kept in (tests)."""
+        return 64 if self.n_stamp64 != NULL else 32
+
     def cost_bits(self) -> int:
         """32 or 64: the width the costs are kept in (tests)."""
         return 64 if self.s_cost64 != NULL else 32
@@ -153,7 +202,7 @@ cdef class PartialNodeRandomCompute(Policy):
         for i in range(nc):
             nd = self.cand[i]
             self.cand_score[i] = (<double>self._cost(self.n_tail[nd])
-                                  / <double>node_age(now, self.n_stamp[nd]))
+                                  / <double>node_age(now, self._stamp(nd)))
 
     # ---- the interface ----
 
@@ -203,7 +252,7 @@ cdef class PartialNodeRandomCompute(Policy):
             if self.s_node[t] >= 0:
                 # NOTE: the part below the deepest touched block is another branch: split it off
                 # with the node's old stamp, like a radix tree splitting an edge.
-                nd2 = self._new_node(<int32_t>t, self.n_stamp[nd], <int32_t>nd)
+                nd2 = self._new_node(<int32_t>t, self._stamp(nd), <int32_t>nd)
                 x = t
                 while self.s_node[x] >= 0:
                     self.s_node[x] = nd2
@@ -262,11 +311,16 @@ cdef class PartialNodeRandomCompute(Policy):
         cdef const int32_t* n_tail = self.n_tail
         cdef const uint16_t* pins = self.pins
         cdef const char* pf_node = self.pf_node
+        cdef const char* pf_stamp = <const char*>self.n_stamp32
+        cdef int64_t pf_stamp_stride = sizeof(uint32_t)
         cdef int64_t pf_node_stride = self.pf_node_stride
         cdef uint64_t rng = self.rng
         self.forced = False
         if d.n == 0:
             return 0
+        if self.n_stamp64 != NULL:
+            pf_stamp = <const char*>self.n_stamp64
+            pf_stamp_stride = sizeof(int64_t)
         # NOTE: the first n_sample draws are always made (limit >= n_sample) and are independent
         # of each other: make them in passes so that the random loads of a pass are all in flight
         # at once (index -> item; node -> tail, stamp and the variant's per-node array; tail ->
@@ -281,7 +335,7 @@ cdef class PartialNodeRandomCompute(Policy):
                 nd = d.items[cand[i]]
                 cand[i] = nd
                 __builtin_prefetch(&n_tail[nd])
-                __builtin_prefetch(&self.n_stamp[nd])
+                __builtin_prefetch(pf_stamp + nd * pf_stamp_stride)
                 if pf_node != NULL:
                     __builtin_prefetch(pf_node + nd * pf_node_stride)
             for i in range(n_sample):
@@ -402,6 +456,26 @@ cdef class PartialNodeRandomCompute(Policy):
         ids.reverse()
         return ids
 
+    def py_request(self, block_ids: list[int], req_vtime: int) -> None:
+        """``on_request`` for an arriving request of ``block_ids`` stamped ``req_vtime`` (tests:
+        the stamps need not follow the loop's)."""
+        cdef RequestCtx ctx
+        cdef int64_t i, n = len(block_ids)
+        cdef int64_t* buf = <int64_t*>malloc(max(n, 1) * sizeof(int64_t))
+        if buf == NULL:
+            raise MemoryError("cannot allocate a request")
+        try:
+            for i in range(n):
+                buf[i] = block_ids[i]
+            ctx.block_ids = buf
+            ctx.n_blocks = n
+            ctx.timestamp_s = -1.0
+            ctx.req_vtime = req_vtime
+            ctx.vtime = req_vtime - n
+            self.on_request(&ctx)
+        finally:
+            free(buf)
+
     def node_paths(self) -> list[tuple[int, list[int]]]:
         """(stamp, ids head to tail) of every live node, in sampling order (tests)."""
         cdef int64_t i
@@ -409,7 +483,7 @@ cdef class PartialNodeRandomCompute(Policy):
         out = []
         for i in range(self.nodes.n):
             nd = self.nodes.items[i]
-            out.append((self.n_stamp[nd], self._node_ids(nd)))
+            out.append((self._stamp(nd), self._node_ids(nd)))
         return out
 
 

@@ -62,7 +62,7 @@ cdef class PartialNodeRandomFreq(PartialNodeRandomCompute):
         for i in range(nc):
             nd = self.cand[i]
             self.cand_score[i] = (<double>(self.n_freq[nd] + 1) * <double>self._cost(self.n_tail[nd])
-                                  / <double>node_age(now, self.n_stamp[nd]))
+                                  / <double>node_age(now, self._stamp(nd)))
 
     # ---- tests ----
 
