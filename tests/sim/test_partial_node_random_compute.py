@@ -191,3 +191,12 @@ def test_stamps_epoch_moves_then_widens():
                         ((4,), 2**31, 0, 1)])
     assert p.stamp_bits() == 32 and p.stamp_epoch == E
     assert [s for s, _ in p.node_paths()] == [J, J, J, J + 2**31]
+
+
+def test_remove_unlinks_middle_head_and_tail():
+    # no down links: removing a middle block finds the one below it by walking up from the tail
+    sim, _ = _serve([[1, 2, 3, 4, 5]], 8)
+    p = sim.runs[0].policy
+    for b, want in ((3, [[1, 2, 4, 5]]), (5, [[1, 2, 4]]), (1, [[2, 4]]), (2, [[4]]), (4, [])):
+        p.py_remove(b)
+        assert [ids for _, ids in p.node_paths()] == want, b

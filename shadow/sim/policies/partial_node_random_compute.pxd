@@ -37,7 +37,8 @@ cdef class PartialNodeRandomCompute(Policy):
     # that says the arriving path holds it; on_request clears every mark before it returns.
     cdef int32_t* s_node           # per slot: its node
     cdef int32_t* s_up             # per slot: the next shallower slot of its node, -1 at the head
-    cdef int32_t* s_down           # per slot: the next deeper slot of its node, -1 at the tail
+    # NOTE: no down links (4 B/slot saved): a node is walked from its tail up; the one step that
+    # needs the next deeper slot (``remove`` of a middle block) walks up from the tail to it.
     # NOTE: the llround cost in 32 bits (4 B/slot saved); the first cost outside int32 moves all
     # of them to ``s_cost64`` for good, so every score sees the exact cost.
     cdef int32_t* s_cost32         # per slot: the cost of its last access, while all fit 32 bits

@@ -61,8 +61,9 @@ DESCRIPTION = "sample prefix-tree nodes by cost / age, evict from the winner's d
 
 cdef class PartialNodeRandomCompute(Policy):
     """See the module docstring.  Invariants: every resident slot belongs to exactly one live
-    node; a live node's chain runs from a slot with ``up == -1`` to ``tail`` (``down == -1``) through
-    increasing positions; ``nodes.items[0 .. nodes.n)`` are the live nodes, the rest are free."""
+    node; a live node's chain runs from ``tail`` up through ``up`` links to its head (``up == -1``)
+    through decreasing positions; ``nodes.items[0 .. nodes.n)`` are the live nodes, the rest are
+    free."""
     TABLE_PER_SLOT = 3    # NOTE: resident table 12 B/slot from 32k slots (budget: see Memory)
 
     def __cinit__(self, int64_t capacity, int64_t n_sample=128, bint drain=False,
@@ -77,7 +78,6 @@ cdef class PartialNodeRandomCompute(Policy):
         self.rng = seed
         self.s_node = <int32_t*>malloc(capacity * sizeof(int32_t))
         self.s_up = <int32_t*>malloc(capacity * sizeof(int32_t))
-        self.s_down = <int32_t*>malloc(capacity * sizeof(int32_t))
         self.s_cost32 = <int32_t*>malloc(capacity * sizeof(int32_t))
         self.s_cost64 = NULL
         self.n_tail = <int32_t*>malloc(capacity * sizeof(int32_t))
@@ -90,7 +90,7 @@ cdef class PartialNodeRandomCompute(Policy):
         self.touched_cap = 0
         self.pf_node = NULL
         self.pf_node_stride = 0
-        if (self.s_node == NULL or self.s_up == NULL or self.s_down == NULL or self.s_cost32 == NULL
+        if (self.s_node == NULL or self.s_up == NULL or self.s_cost32 == NULL
                 or self.n_tail == NULL or self.n_stamp32 == NULL or self.cand == NULL
                 or self.cand_score == NULL):
             raise MemoryError(f"cannot allocate a cache of {capacity} slots")
@@ -104,7 +104,6 @@ cdef class PartialNodeRandomCompute(Policy):
     def __dealloc__(self):
         free(self.s_node)
         free(self.s_up)
-        free(self.s_down)
         free(self.s_cost32)
         free(self.s_cost64)
         free(self.n_tail)
@@ -259,7 +258,6 @@ cdef class PartialNodeRandomCompute(Policy):
                     below = x
                     x = self.s_up[x]
                 self.s_up[below] = -1
-                self.s_down[x] = -1
                 self.n_tail[nd] = <int32_t>x
             self._touch(<int32_t>nd, ctx.req_vtime)
         for i in range(k):
@@ -280,22 +278,18 @@ cdef class PartialNodeRandomCompute(Policy):
                 # deepest-first replay: the new block goes above the previous insert
                 nd = self.s_node[prev]
                 self.s_up[prev] = <int32_t>slot
-                self.s_down[slot] = <int32_t>prev
                 self.s_up[slot] = -1
                 self.s_node[slot] = nd
                 joined = True
-            elif acc.position == self.last_pos + 1 and self.s_down[prev] < 0:
+            elif acc.position == self.last_pos + 1 and self.n_tail[self.s_node[prev]] == prev:
                 # prefix-order replay: the new block goes below the previous insert
                 nd = self.s_node[prev]
-                self.s_down[prev] = <int32_t>slot
                 self.s_up[slot] = <int32_t>prev
-                self.s_down[slot] = -1
                 self.s_node[slot] = nd
                 self.n_tail[nd] = <int32_t>slot
                 joined = True
         if not joined:
             self.s_up[slot] = -1
-            self.s_down[slot] = -1
             self.s_node[slot] = self._new_node(<int32_t>slot, acc.req_vtime, -1)
         self.last_slot = slot
         self.last_id = acc.block_id
@@ -398,7 +392,6 @@ cdef class PartialNodeRandomCompute(Policy):
             if up < 0:
                 dense_del(&self.nodes, nd, True)
                 break
-            self.s_down[up] = -1
             self.n_tail[nd] = up
         return got
 
@@ -430,16 +423,19 @@ cdef class PartialNodeRandomCompute(Policy):
         return 0
 
     cdef void remove(self, int64_t slot) noexcept nogil:
-        cdef int32_t nd = self.s_node[slot], up = self.s_up[slot], down = self.s_down[slot]
-        if up >= 0:
-            self.s_down[up] = down
-        if down >= 0:
-            self.s_up[down] = up
+        cdef int32_t nd = self.s_node[slot], up = self.s_up[slot], x
         if self.n_tail[nd] == slot:
             if up >= 0:
                 self.n_tail[nd] = up
             else:
                 dense_del(&self.nodes, nd, True)
+        else:
+            # NOTE: the block below is found by walking up from the tail (no down links): this
+            # is O(node length), but remove is off the simulator's path (py_remove only).
+            x = self.n_tail[nd]
+            while self.s_up[x] != slot:
+                x = self.s_up[x]
+            self.s_up[x] = up
         if self.last_slot == slot:
             self.last_slot = -1
         self._drop_slot(slot)
