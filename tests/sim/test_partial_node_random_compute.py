@@ -129,8 +129,9 @@ def drive_requests(name: str, params: str, capacity: int, ops) -> object:
     for the freq variant).
 
     An op is ``(ids, gap, lag, cost)``: the stamp advances by ``gap`` and the request's blocks are
-    got at ``vtime = stamp - lag`` (a draw's ``now`` may lag the stamps), or ``((), gap, lag, 0)``:
-    one eviction at that ``now``.  Returns the policy."""
+    got at ``vtime = stamp - lag`` (a draw's ``now`` may lag the stamps), ``((), gap, lag, 0)``:
+    one eviction at that ``now``, or ids all negative: ``remove`` of the resident ones among their
+    negations.  Returns the policy."""
     from types import SimpleNamespace
 
     from shadow.sim.reference import make_reference
@@ -145,6 +146,11 @@ def drive_requests(name: str, params: str, capacity: int, ops) -> object:
         if not ids:
             acc = SimpleNamespace(block_id=0, cost=1, vtime=vt, req_vtime=vt, position=0)
             assert p.py_evict(vtime=vt) == r.evict(acc, set())
+        elif ids[0] < 0:
+            for b in ids:
+                if r.find(-b):
+                    r.remove(-b)
+                    p.py_remove(-b)
         else:
             p.py_request(list(ids), t)
             r.on_request(SimpleNamespace(block_ids=list(ids), req_vtime=t))
@@ -160,9 +166,9 @@ def drive_requests(name: str, params: str, capacity: int, ops) -> object:
     return p
 
 
-stamp_ops = st.lists(st.tuples(st.lists(st.integers(1, 10), max_size=5), st.sampled_from(_STAMP_GAPS),
-                               st.sampled_from([0, 0, 1, 5]), st.sampled_from([1, 2, 7, 300])),
-                     min_size=1, max_size=40)
+_request = st.tuples(st.lists(st.integers(1, 10), max_size=5), st.sampled_from(_STAMP_GAPS),
+                     st.sampled_from([0, 0, 1, 5]), st.sampled_from([1, 2, 7, 300]))
+stamp_ops = st.lists(_request, min_size=1, max_size=40)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -191,6 +197,19 @@ def test_stamps_epoch_moves_then_widens():
                         ((4,), 2**31, 0, 1)])
     assert p.stamp_bits() == 32 and p.stamp_epoch == E
     assert [s for s, _ in p.node_paths()] == [J, J, J, J + 2**31]
+
+
+_removals = st.tuples(st.lists(st.integers(-10, -1), min_size=1, max_size=3), st.just(0), st.just(0),
+                      st.just(1))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=st.lists(st.one_of(_request, _removals), min_size=1, max_size=40),
+       capacity=st.integers(1, 8))
+def test_remove_differential(ops, capacity):
+    # removes of heads, tails, middles and whole nodes (the node set's order after the search for
+    # a node's index), between requests that split and evictions
+    drive_requests("partial_node_random_compute", "n-sample=3,micro-batch=2", capacity, ops)
 
 
 def test_remove_unlinks_middle_head_and_tail():

@@ -53,12 +53,16 @@ cdef class PartialNodeRandomCompute(Policy):
     cdef uint32_t* n_stamp32       # per node: its stamp - stamp_epoch, while n_stamp64 is NULL
     cdef int64_t* n_stamp64        # NULL until the stamps do not fit 32 bits; then the only one
     cdef readonly int64_t stamp_epoch
+    # NOTE: ``nodes.pos`` is NULL (4 B/node saved): a node's index in ``nodes.items`` is known
+    # where it is deleted (the draw that picked it; ``remove`` searches for it), and a node is
+    # always added as ``items[n]``, so the set never needs it (see _node_add, _node_del_at).
     cdef Dense nodes
     cdef int64_t mark              # +1 per on_request
     cdef int32_t* touched          # scratch: nodes touched by the arriving request, then its slots
     cdef int64_t touched_cap       # nodes at touched[0 .. cap), slots at touched[cap .. 2 cap)
     cdef int64_t last_slot, last_id, last_pos, last_mark   # the previous insert
     cdef int32_t* cand
+    cdef int32_t* cand_idx         # scratch: the index in nodes.items each cand was drawn at
     cdef double* cand_score
     cdef bint forced               # the last sample had only pinned tails (best effort)
     # NOTE: a variant's per-node score array, prefetched at pf_node + node * pf_node_stride for
@@ -98,5 +102,7 @@ cdef class PartialNodeRandomCompute(Policy):
     cdef void _touch(self, int32_t nd, int64_t req_vtime) noexcept nogil
     cdef void _score_cands(self, int64_t nc, int64_t now) noexcept nogil
     cdef int64_t _draw(self, int64_t now) noexcept nogil
-    cdef int64_t _trim(self, int32_t nd, int64_t take, bint force, int64_t* out) noexcept nogil
+    cdef int32_t _node_add(self) noexcept nogil
+    cdef void _node_del_at(self, int64_t i) noexcept nogil
+    cdef int64_t _trim(self, int32_t nd, int64_t idx, int64_t take, bint force, int64_t* out) noexcept nogil
     cdef list _node_ids(self, int32_t nd)

@@ -35,8 +35,8 @@ from libc.stdlib cimport malloc, realloc, free
 
 from shadow.errors import ShadowError
 from shadow.sim.policy cimport Policy, Access, RequestCtx
-from shadow.sim.policies.random_compute cimport (Dense, dense_init, dense_free, dense_add, dense_del,
-                                                 rng_next)
+from shadow.sim.idtable cimport shadow_big_malloc
+from shadow.sim.policies.random_compute cimport Dense, dense_free, rng_next
 
 cdef extern from *:
     void __builtin_prefetch(const void* addr) noexcept nogil
@@ -85,16 +85,26 @@ cdef class PartialNodeRandomCompute(Policy):
         self.n_stamp64 = NULL
         self.stamp_epoch = 0
         self.cand = <int32_t*>malloc(n_sample * sizeof(int32_t))
+        self.cand_idx = <int32_t*>malloc(n_sample * sizeof(int32_t))
         self.cand_score = <double*>malloc(n_sample * sizeof(double))
         self.touched = NULL
         self.touched_cap = 0
         self.pf_node = NULL
         self.pf_node_stride = 0
         if (self.s_node == NULL or self.s_up == NULL or self.s_cost32 == NULL
-                or self.n_tail == NULL or self.n_stamp32 == NULL or self.cand == NULL
+                or self.n_tail == NULL or self.n_stamp32 == NULL or self.cand == NULL or self.cand_idx == NULL
                 or self.cand_score == NULL):
             raise MemoryError(f"cannot allocate a cache of {capacity} slots")
-        dense_init(&self.nodes, capacity, True)
+        # NOTE: huge pages for a large set (see idtable.pxd): a draw reads ``items`` at random.
+        self.nodes.items = <int32_t*>shadow_big_malloc(capacity * sizeof(int32_t))
+        self.nodes.pos = NULL
+        self.nodes.n = 0
+        self.nodes.cap = capacity
+        if self.nodes.items == NULL:
+            raise MemoryError(f"cannot allocate a cache of {capacity} slots")
+        cdef int64_t i
+        for i in range(capacity):
+            self.nodes.items[i] = <int32_t>i
         self.mark = 0
         self.last_slot = -1
         self.last_id = 0
@@ -110,6 +120,7 @@ cdef class PartialNodeRandomCompute(Policy):
         free(self.n_stamp32)
         free(self.n_stamp64)
         free(self.cand)
+        free(self.cand_idx)
         free(self.cand_score)
         free(self.touched)
         dense_free(&self.nodes)
@@ -119,11 +130,27 @@ cdef class PartialNodeRandomCompute(Policy):
     cdef int32_t _new_node(self, int32_t tail, int64_t stamp, int32_t parent) noexcept nogil:
         """Take a free node id for the chain ending at ``tail``; ``parent`` is the node it was
         split from, -1 for a node built by inserts (unused here: only variants need it)."""
-        cdef int32_t nd = self.nodes.items[self.nodes.n]
-        dense_add(&self.nodes, nd)
+        cdef int32_t nd = self._node_add()
         self.n_tail[nd] = tail
         self._set_stamp(nd, stamp)
         return nd
+
+    cdef int32_t _node_add(self) noexcept nogil:
+        """Make the free node id ``items[n]`` live (dense_add of it in full-permutation mode:
+        it is already in place) and return it."""
+        cdef int32_t nd = self.nodes.items[self.nodes.n]
+        self.nodes.n += 1
+        return nd
+
+    cdef void _node_del_at(self, int64_t i) noexcept nogil:
+        """Free the live node at ``items[i]``: the last live node moves into its place and it is
+        parked at index n, as dense_del with keep_absent does (the same order of live nodes and
+        of free ids)."""
+        cdef Dense* d = &self.nodes
+        cdef int32_t x = d.items[i]
+        d.n -= 1
+        d.items[i] = d.items[d.n]
+        d.items[d.n] = x
 
     cdef void _touch(self, int32_t nd, int64_t req_vtime) noexcept nogil:
         """The arriving request's path runs through ``nd`` (after any split): stamp it."""
@@ -302,6 +329,7 @@ cdef class PartialNodeRandomCompute(Policy):
         cdef int32_t nd, t
         cdef Dense* d = &self.nodes
         cdef int32_t* cand = self.cand
+        cdef int32_t* cand_idx = self.cand_idx
         cdef const int32_t* n_tail = self.n_tail
         cdef const uint16_t* pins = self.pins
         cdef const char* pf_node = self.pf_node
@@ -323,10 +351,10 @@ cdef class PartialNodeRandomCompute(Policy):
         if d.n >= _pass_min_nodes:
             for i in range(n_sample):
                 x = <int64_t>(((rng_next(&rng) >> 32) * <uint64_t>d.n) >> 32)
-                cand[i] = <int32_t>x
+                cand_idx[i] = <int32_t>x
                 __builtin_prefetch(&d.items[x])
             for i in range(n_sample):
-                nd = d.items[cand[i]]
+                nd = d.items[cand_idx[i]]
                 cand[i] = nd
                 __builtin_prefetch(&n_tail[nd])
                 __builtin_prefetch(pf_stamp + nd * pf_stamp_stride)
@@ -343,21 +371,25 @@ cdef class PartialNodeRandomCompute(Policy):
                 nd = cand[i]
                 if pins[n_tail[nd]] == 0:
                     cand[nc] = nd
+                    cand_idx[nc] = cand_idx[i]
                     nc += 1
             attempts = n_sample
         while nc < n_sample and attempts < limit:
             attempts += 1
-            nd = d.items[<int64_t>(((rng_next(&rng) >> 32) * <uint64_t>d.n) >> 32)]
+            x = <int64_t>(((rng_next(&rng) >> 32) * <uint64_t>d.n) >> 32)
+            nd = d.items[x]
             if pins[n_tail[nd]] > 0:
                 continue
             cand[nc] = nd
+            cand_idx[nc] = <int32_t>x
             nc += 1
         self.rng = rng
         if nc == 0:
             for i in range(d.n):
                 nd = d.items[i]
                 if self.pins[self.n_tail[nd]] == 0:
-                    self.cand[nc] = nd
+                    cand[nc] = nd
+                    cand_idx[nc] = <int32_t>i
                     nc += 1
                     if nc == self.n_sample:
                         break
@@ -365,16 +397,17 @@ cdef class PartialNodeRandomCompute(Policy):
             self.forced = True
             for i in range(min(d.n, self.n_sample)):
                 nd = d.items[i]
-                self.cand[nc] = nd
+                cand[nc] = nd
+                cand_idx[nc] = <int32_t>i
                 nc += 1
         # NOTE: one (virtual) call scores the whole sample, so a variant's score stays a tight
         # inlined loop instead of an indirect call per candidate.
         self._score_cands(nc, now)
         return nc
 
-    cdef int64_t _trim(self, int32_t nd, int64_t take, bint force, int64_t* out) noexcept nogil:
-        """Evict up to ``take`` blocks from the deep end of node ``nd``; stop at a pinned block
-        (unless ``force`` and nothing was taken yet); return how many."""
+    cdef int64_t _trim(self, int32_t nd, int64_t idx, int64_t take, bint force, int64_t* out) noexcept nogil:
+        """Evict up to ``take`` blocks from the deep end of node ``nd`` (at ``nodes.items[idx]``);
+        stop at a pinned block (unless ``force`` and nothing was taken yet); return how many."""
         cdef int64_t got = 0
         cdef int32_t s, up
         while got < take:
@@ -390,27 +423,27 @@ cdef class PartialNodeRandomCompute(Policy):
             out[got] = self._drop_slot(s)
             got += 1
             if up < 0:
-                dense_del(&self.nodes, nd, True)
+                self._node_del_at(idx)
                 break
             self.n_tail[nd] = up
         return got
 
     cdef int64_t evict_n(self, const Access* acc, int64_t n, int64_t* out) noexcept nogil:
         cdef int64_t k = 0, nc, i, got, take
-        cdef int32_t win
+        cdef int64_t w
         cdef double ws
         while k < n and self.nodes.n > 0:
             nc = self._draw(acc.vtime)
-            win = self.cand[0]
+            w = 0
             ws = self.cand_score[0]
             for i in range(1, nc):
                 if self.cand_score[i] < ws:
                     ws = self.cand_score[i]
-                    win = self.cand[i]
+                    w = i
             take = n - k
             if not self.drain and take > self.micro_batch:
                 take = self.micro_batch
-            got = self._trim(win, take, self.forced, out + k)
+            got = self._trim(self.cand[w], self.cand_idx[w], take, self.forced, out + k)
             if got == 0:
                 break
             k += got
@@ -424,11 +457,17 @@ cdef class PartialNodeRandomCompute(Policy):
 
     cdef void remove(self, int64_t slot) noexcept nogil:
         cdef int32_t nd = self.s_node[slot], up = self.s_up[slot], x
+        cdef int64_t i
         if self.n_tail[nd] == slot:
             if up >= 0:
                 self.n_tail[nd] = up
             else:
-                dense_del(&self.nodes, nd, True)
+                # NOTE: no positions in the node set: the node's index is searched for, O(live
+                # nodes), but remove is off the simulator's path (py_remove only).
+                i = 0
+                while self.nodes.items[i] != nd:
+                    i += 1
+                self._node_del_at(i)
         else:
             # NOTE: the block below is found by walking up from the tail (no down links): this
             # is O(node length), but remove is off the simulator's path (py_remove only).
