@@ -119,10 +119,11 @@ class TestPartialNodeSmallSamplePasses(_PassesAlways, PolicyMixin):
 
 # NOTE: gaps around the 32-bit span (2**32) and the epoch's headroom (2**31): a stamp 2**32 past
 # the epoch moves it if the live stamps span less than 2**31, else the stamps widen for good.
-_STAMP_GAPS = [0, 0, 1, 1, 3, 40, 2**31 - 1, 2**31, 2**31 + 1, 2**32 - 1, 2**32, 2**32 + 1, 2**33 + 5]
+_STAMP_GAPS = [0, 0, 1, 1, 3, 40, 2**31 - 1, 2**31, 2**31 + 1, 2**32 - 1, 2**32, 2**32 + 1,
+               2**33 + 5]
 
 
-def drive_requests(name: str, params: str, capacity: int, ops) -> object:
+def drive_requests(name: str, params: str, capacity: int, ops: list[tuple]) -> object:
     """Run ``ops`` on the Cython policy (``py_request`` then one ``py_get`` per block) and on its
     reference (``on_request`` then hit, or evict-if-full and insert), comparing after each op:
     hit or miss, residents, and every live node's (stamp, ids) in sampling order (and its freq
@@ -199,8 +200,8 @@ def test_stamps_epoch_moves_then_widens():
     assert [s for s, _ in p.node_paths()] == [J, J, J, J + 2**31]
 
 
-_removals = st.tuples(st.lists(st.integers(-10, -1), min_size=1, max_size=3), st.just(0), st.just(0),
-                      st.just(1))
+_removals = st.tuples(st.lists(st.integers(-10, -1), min_size=1, max_size=3), st.just(0),
+                      st.just(0), st.just(1))
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

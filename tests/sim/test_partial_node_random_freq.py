@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
@@ -111,8 +112,8 @@ def test_stamps_past_32_bits_differential(ops, capacity, params):
 
 
 @contextmanager
-def freq32_max(n: int):
-    """Keep freqs in 32 bits only up to ``n`` (production: 2**32 - 1), so that they widen mid-run."""
+def freq32_max(n: int) -> Iterator[None]:
+    """Keep freqs in 32 bits only up to ``n`` (production: 2**32 - 1): they widen mid-run."""
     from shadow.sim.policies import partial_node_random_freq as m
     old = m.set_freq32_max(n)
     try:

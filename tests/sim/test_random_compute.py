@@ -216,7 +216,7 @@ _GAPS = [0, 1, 3, 700, 20000, 13_862_943, 13_862_944, _UNDERFLOW - 1, _UNDERFLOW
 _COSTS = [1] * 8 + [0, 3, 1000, -7, 2**31 - 1, -2**31, 2**31, -2**31 - 1, 2**40]
 
 
-def ref_get(r, capacity: int, b: int, acc) -> bool:
+def ref_get(r: object, capacity: int, b: int, acc: object) -> bool:
     """One ``get`` on reference policy ``r`` (``py_get``'s: hit, or evict-if-full then insert);
     True on a hit."""
     if r.find(b):

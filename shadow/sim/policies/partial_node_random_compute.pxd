@@ -13,7 +13,9 @@ stamping, sampling, trimming, pins, ``micro``/``drain``); see its module docstri
 
 An override of ``_new_node`` or ``_touch`` calls the base method first (it keeps the node
 invariants) and then keeps its own per-node arrays, indexed by node id ``0 .. capacity-1``;
-``_score_cands`` is replaced outright.
+``_score_cands`` is replaced outright.  NOTE: ``on_request`` calls ``_new_node`` and ``_touch``
+while its marks are set (``~node`` in ``s_node`` of touched slots, ``~tail`` in ``n_tail`` of
+nodes not yet split): a hook reads neither of another node.
 """
 
 from libc.stdint cimport int64_t, int32_t, uint32_t, uint64_t, INT32_MIN, INT32_MAX, UINT32_MAX
@@ -91,7 +93,8 @@ cdef class PartialNodeRandomCompute(Policy):
     cdef inline void _set_stamp(self, int64_t nd, int64_t stamp) noexcept nogil:
         if self.n_stamp64 != NULL:
             self.n_stamp64[nd] = stamp
-        elif stamp >= self.stamp_epoch and <uint64_t>stamp - <uint64_t>self.stamp_epoch <= UINT32_MAX:
+        elif (stamp >= self.stamp_epoch
+                and <uint64_t>stamp - <uint64_t>self.stamp_epoch <= UINT32_MAX):
             self.n_stamp32[nd] = <uint32_t>(<uint64_t>stamp - <uint64_t>self.stamp_epoch)
         else:
             self._rebase_stamp(nd, stamp)
@@ -104,5 +107,6 @@ cdef class PartialNodeRandomCompute(Policy):
     cdef int64_t _draw(self, int64_t now) noexcept nogil
     cdef int32_t _node_add(self) noexcept nogil
     cdef void _node_del_at(self, int64_t i) noexcept nogil
-    cdef int64_t _trim(self, int32_t nd, int64_t idx, int64_t take, bint force, int64_t* out) noexcept nogil
+    cdef int64_t _trim(self, int32_t nd, int64_t idx, int64_t take, bint force,
+                       int64_t* out) noexcept nogil
     cdef list _node_ids(self, int32_t nd)

@@ -22,15 +22,25 @@ Pins: honoured.  A node whose tail is pinned is not a candidate (draws on it are
 trimming stops at a pinned block; best effort (one block from a pinned tail) only when every
 node's tail is pinned.
 
-Memory: base 26 B/slot + per slot (node, up, down, position, cost) 20 + per node (tail, stamp,
-mark, deepest, sampling set) 32 = 78 B/slot (the cost in 32 bits until one does not fit).
+Memory: base 26 B/slot (22 from 32k slots: the resident table at 3 entries a slot,
+``TABLE_PER_SLOT``) + per slot (node, up link, cost) 12 + per node (tail, stamp, sampling-set
+item) 12 = 46 B/slot from 32k slots, 50 below (measured 46.3 at 1M slots, RSS); nodes are
+allocated for ``capacity``, as every block may be its own node.  NOTE: what is not kept, each
+without changing a decision: no down links (a node is walked from its tail up; ``remove`` of a
+middle block walks to the block below it), no positions (a node's deepest touched block is the
+first touched one up from its tail), no per-node scratch for ``on_request`` (its marks are sign
+bits of ``s_node`` and ``n_tail``), no positions in the sampling set (a node is deleted at the index
+its draw picked it from; ``remove`` searches for it), the stamp in 32 bits past ``stamp_epoch`` and
+the cost in 32 bits (each moved to 64 bits for good when one does not fit: +4 B/node, +4 B/slot).
+``remove`` is O(node length + live nodes) for it, but it is off the simulator's path.
 
 The class is declared in ``partial_node_random_compute.pxd``; a variant subclasses it and
 overrides only the hooks listed there (``_score_cands``, ``_new_node``, ``_touch``), as
 ``partial_node_random_freq`` does.
 """
 
-from libc.stdint cimport int64_t, int32_t, uint16_t, uint32_t, uint64_t, INT32_MIN, INT32_MAX, UINT32_MAX
+from libc.stdint cimport (int64_t, int32_t, uint16_t, uint32_t, uint64_t, INT32_MIN, INT32_MAX,
+                          UINT32_MAX)
 from libc.stdlib cimport malloc, realloc, free
 
 from shadow.errors import ShadowError
@@ -92,7 +102,8 @@ cdef class PartialNodeRandomCompute(Policy):
         self.pf_node = NULL
         self.pf_node_stride = 0
         if (self.s_node == NULL or self.s_up == NULL or self.s_cost32 == NULL
-                or self.n_tail == NULL or self.n_stamp32 == NULL or self.cand == NULL or self.cand_idx == NULL
+                or self.n_tail == NULL or self.n_stamp32 == NULL or self.cand == NULL
+                or self.cand_idx == NULL
                 or self.cand_score == NULL):
             raise MemoryError(f"cannot allocate a cache of {capacity} slots")
         # NOTE: huge pages for a large set (see idtable.pxd): a draw reads ``items`` at random.
@@ -405,7 +416,8 @@ cdef class PartialNodeRandomCompute(Policy):
         self._score_cands(nc, now)
         return nc
 
-    cdef int64_t _trim(self, int32_t nd, int64_t idx, int64_t take, bint force, int64_t* out) noexcept nogil:
+    cdef int64_t _trim(self, int32_t nd, int64_t idx, int64_t take, bint force,
+                       int64_t* out) noexcept nogil:
         """Evict up to ``take`` blocks from the deep end of node ``nd`` (at ``nodes.items[idx]``);
         stop at a pinned block (unless ``force`` and nothing was taken yet); return how many."""
         cdef int64_t got = 0

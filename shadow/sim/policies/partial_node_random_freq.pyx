@@ -14,7 +14,9 @@ RandomFreeBlockManager").  Nodes, splitting, stamping, sampling, trimming, pins 
   nodes (ties: first drawn), so a node that many requests went through outlives an equally old
   node that only one request built.
 
-Memory: partial_node_random_compute's 78 B/slot + the per-node freq 8 = 86 B/slot.
+Memory: partial_node_random_compute's 46 B/slot + the per-node freq 4 = 50 B/slot from 32k slots,
+54 below (measured 50.4 at 1M slots, RSS).  NOTE: the freq is kept in 32 bits until one passes
+2**32 - 1, then in 64 bits for good (+4 B/node): the counts stay exact.
 """
 
 from libc.stdint cimport int64_t, int32_t, uint32_t, UINT32_MAX
