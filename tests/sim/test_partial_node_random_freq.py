@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -11,6 +14,7 @@ from shadow.sim import CacheSpec, Simulator
 from shadow.sim.registry import make_policy, policy_info
 from shadow.trace.batch import Batch
 from tests.sim.policy_mixin import PolicyMixin, prefix_traces, raw_traces
+from tests.sim.test_partial_node_random_compute import drive_requests, stamp_ops
 from tests.sim.test_random_compute import assert_same
 
 NAME = "partial_node_random_freq"
@@ -97,3 +101,47 @@ class TestPartialNodeFreqMicroPasses(PolicyMixin):
     def teardown_method(self, method):
         from shadow.sim.policies import partial_node_random_compute as m
         m.set_pass_min_nodes(self._old_pass_min)
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=stamp_ops, capacity=st.integers(1, 8),
+       params=st.sampled_from(["n-sample=4,micro-batch=1", "eviction-mode=drain,n-sample=3"]))
+def test_stamps_past_32_bits_differential(ops, capacity, params):
+    # the base's 32-bit stamps (epoch moves, widening) under the freq score, freqs compared too
+    drive_requests(NAME, params, capacity, ops)
+
+
+@contextmanager
+def freq32_max(n: int) -> Iterator[None]:
+    """Keep freqs in 32 bits only up to ``n`` (production: 2**32 - 1): they widen mid-run."""
+    from shadow.sim.policies import partial_node_random_freq as m
+    old = m.set_freq32_max(n)
+    try:
+        yield
+    finally:
+        m.set_freq32_max(old)
+
+
+def test_freq_widens_past_32_bits():
+    with freq32_max(2):
+        p = _serve(NAME, [[1, 2]] * 3, 8).runs[0].policy
+        assert p.freq_bits() == 32 and p.node_freqs() == {(1, 2): 2}
+        p = _serve(NAME, [[1, 2], [1, 2, 3], [1, 2, 3], [1, 2, 4], [1, 2]], 8).runs[0].policy
+        # [1, 2] passes 2 at the fourth request: every freq moves to 64 bits, [3]'s too
+        assert p.freq_bits() == 64 and p.node_freqs() == {(1, 2): 4, (3,): 1, (4,): 0}
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=stamp_ops, capacity=st.integers(1, 8), limit=st.integers(0, 3),
+       params=st.sampled_from(["n-sample=4,micro-batch=1", "eviction-mode=drain,n-sample=3"]))
+def test_freq_widens_mid_run_differential(ops, capacity, limit, params):
+    # freqs that pass the 32-bit limit (lowered) mid-run: the same scores and decisions after
+    with freq32_max(limit):
+        drive_requests(NAME, params, capacity, ops)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(trace=prefix_traces, capacity=st.integers(1, 24), pin=st.booleans())
+def test_freq_widens_batched_differential(trace, capacity, pin):
+    with freq32_max(1):
+        assert_same(NAME, "micro-batch=2,n-sample=3", capacity, trace, pin)

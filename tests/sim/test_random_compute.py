@@ -216,6 +216,18 @@ _GAPS = [0, 1, 3, 700, 20000, 13_862_943, 13_862_944, _UNDERFLOW - 1, _UNDERFLOW
 _COSTS = [1] * 8 + [0, 3, 1000, -7, 2**31 - 1, -2**31, 2**31, -2**31 - 1, 2**40]
 
 
+def ref_get(r: object, capacity: int, b: int, acc: object) -> bool:
+    """One ``get`` on reference policy ``r`` (``py_get``'s: hit, or evict-if-full then insert);
+    True on a hit."""
+    if r.find(b):
+        r.hit(b, acc)
+        return True
+    if len(r) >= capacity:
+        r.evict(acc, set())
+    r.insert(b, acc)
+    return False
+
+
 def _drive(name: str, params: str, capacity: int, ops) -> tuple[object, list[int]]:
     """Run ``ops`` on the Cython policy and its reference, comparing after each: hit or miss,
     victim, residents, population order and every resident's (last, freq, cost), freq bit for bit.
@@ -238,14 +250,7 @@ def _drive(name: str, params: str, capacity: int, ops) -> tuple[object, list[int
         acc = SimpleNamespace(block_id=b, cost=cost, cost_exact=float(cost), next_access=-1,
                               vtime=vt, req_vtime=t)
         if kind == "get":
-            want = r.find(b)
-            if want:
-                r.hit(b, acc)
-            else:
-                if len(r) >= capacity:
-                    r.evict(acc, set())
-                r.insert(b, acc)
-            assert p.py_get(b, cost=cost, vtime=vt, req_vtime=t) == want
+            assert p.py_get(b, cost=cost, vtime=vt, req_vtime=t) == ref_get(r, capacity, b, acc)
         else:
             assert p.py_evict(vtime=vt) == r.evict(acc, set())
         assert sorted(p.resident_ids()) == sorted(r.last)

@@ -95,3 +95,28 @@ def test_main_all_pinned_takes_victims_from_small(trace, capacity):
     sim.feed(Batch.from_lists(trace, next_access=next_access(trace)))
     r = sim.results()[0]
     assert r.error is None and r.n_self_eviction == 0
+
+
+def test_small_fifo_positions_shared_with_main_across_compactions():
+    """Small's ring positions live in the sampling set's ``pos`` (negative there): promotions
+    leave tombstones, pushes compact the ring many times, and small's order and main's
+    population stay what a list model says."""
+    cap = 40
+    p = make_policy("random_compute_small_queue", cap, "small-size-ratio=0,ghost-size-ratio=0")
+    small: list[int] = []           # newest first
+    main: set[int] = set()
+    t = 0
+    for nxt in range(1, 400):
+        t += 1
+        if len(small) + len(main) == cap:
+            v = p.py_evict(vtime=t)  # small holds more than its target (0): its oldest goes
+            assert v == small.pop()
+        p.py_get(nxt, vtime=t, req_vtime=t)
+        small.insert(0, nxt)
+        if nxt % 3 == 0 and len(small) > 4:
+            b = small.pop(len(small) // 2)           # a hit promotes a block from the middle
+            t += 1
+            p.py_get(b, vtime=t, req_vtime=t)
+            main.add(b)
+        assert p.small_ids() == small
+        assert set(p.population()) == main

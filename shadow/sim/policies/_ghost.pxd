@@ -229,14 +229,19 @@ cdef inline void gr_push_bounded(GhostRing* g, int64_t key) noexcept nogil:
 
 # A FIFO of slots: ring ``q`` (-1 = free entry or tombstone), oldest at ``tail``.
 #
-# Invariant: ``pos[slot]`` is the ring position of every slot on the FIFO (-1 for a slot on
-# none; FIFOs of one policy may share ``pos``, a slot being on at most one); the span
+# Invariant: ``pos[slot] ^ pxor`` is the ring position of every slot on the FIFO (``pos[slot]`` is
+# -1 for a slot on none; FIFOs of one policy may share ``pos``, a slot being on at most one); the span
 # ``tail .. head-1`` holds ``n`` live slots and tombstones; ``q[tail]`` is live unless ``n == 0``.
 # NOTE: why a ring: the next victims are known ahead (``sf_ahead``), so their per-slot data and
 # table entries can be prefetched several evictions early; a linked list only knows the tail.
+# NOTE: ``pxor`` lets a FIFO keep its positions in an array that means something else for slots
+# off the FIFO: with ``pxor = INT32_MIN`` every stored position is negative (and never -1), so
+# random_compute_small_queue keeps them in its sampling set's ``pos`` (``>= 0``: index in main)
+# instead of a 4-byte-a-slot array of their own.  0 stores them as they are.
 cdef struct SlotFIFO:
     int32_t* q
     int32_t* pos
+    int32_t pxor
     int64_t cap
     int64_t head
     int64_t tail
@@ -244,7 +249,7 @@ cdef struct SlotFIFO:
     int64_t n
 
 
-cdef int sf_init(SlotFIFO* f, int64_t hint, int32_t* pos) except -1
+cdef int sf_init(SlotFIFO* f, int64_t hint, int32_t* pos, int32_t pxor=*) except -1
 cdef void sf_free(SlotFIFO* f) noexcept nogil
 cdef int sf_make_room(SlotFIFO* f) noexcept nogil
 cdef list sf_slots(const SlotFIFO* f)
@@ -265,7 +270,7 @@ cdef inline void sf_push(SlotFIFO* f, int64_t slot) noexcept nogil:
         sf_make_room(f)
     p = f.head
     f.q[p] = <int32_t>slot
-    f.pos[slot] = <int32_t>p
+    f.pos[slot] = <int32_t>p ^ f.pxor
     f.head = p + 1 if p + 1 < f.cap else 0
     f.span += 1
     f.n += 1
@@ -282,12 +287,17 @@ cdef inline void sf_remove_at(SlotFIFO* f, int64_t p, int64_t slot) noexcept nog
 
 cdef inline void sf_remove(SlotFIFO* f, int64_t slot) noexcept nogil:
     """Take ``slot`` (on this FIFO) out: a tombstone, passed at once if it is the tail."""
-    cdef int64_t p = f.pos[slot]
+    cdef int64_t p = f.pos[slot] ^ f.pxor
     f.q[p] = -1
     f.pos[slot] = -1
     f.n -= 1
     if p == f.tail:
         _sf_skip_tombstones(f)
+
+
+cdef inline int64_t sf_pos(const SlotFIFO* f, int64_t slot) noexcept nogil:
+    """The ring position of ``slot`` (on this FIFO)."""
+    return f.pos[slot] ^ f.pxor
 
 
 cdef inline int32_t sf_tail(const SlotFIFO* f) noexcept nogil:

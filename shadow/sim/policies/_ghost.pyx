@@ -279,14 +279,16 @@ cdef class GhostFIFO:
 
 # ---- SlotFIFO ----------------------------------------------------------------------------------
 
-cdef int sf_init(SlotFIFO* f, int64_t hint, int32_t* pos) except -1:
+cdef int sf_init(SlotFIFO* f, int64_t hint, int32_t* pos, int32_t pxor=0) except -1:
     """An empty FIFO with room for about ``hint`` slots (it grows past them when needed);
-    ``pos`` (the caller's, every entry -1) is shared with the policy's other FIFOs."""
+    ``pos`` (the caller's, every entry -1) is shared with the policy's other FIFOs, which store
+    ``position ^ pxor`` there (see the struct's NOTE)."""
     if hint < 0:
         hint = 0
     f.cap = hint + hint // 4 + 16
     f.head = f.tail = f.span = f.n = 0
     f.pos = pos
+    f.pxor = pxor
     f.q = <int32_t*>malloc(f.cap * sizeof(int32_t))
     if f.q == NULL:
         raise MemoryError(f"cannot allocate a FIFO of {hint} slots")
@@ -319,7 +321,7 @@ cdef int sf_make_room(SlotFIFO* f) noexcept nogil:
         s = old[r]
         if s >= 0:
             q[w] = s
-            f.pos[s] = <int32_t>w
+            f.pos[s] = <int32_t>w ^ f.pxor
             w += 1
             if w == cap:
                 w = 0

@@ -13,7 +13,7 @@ from shadow.sim.policy cimport Policy, Access
 from shadow.sim.policies._dlist cimport DList
 from shadow.sim.policies._ghost cimport (GhostRing, gr_find, gr_remove, gr_push_bounded,
                                          gr_prefetch, SlotFIFO, sf_push, sf_remove, sf_tail,
-                                         sf_next_pos, sf_ahead, sf_at, sf_remove_at)
+                                         sf_next_pos, sf_ahead, sf_at, sf_remove_at, sf_pos)
 
 
 cdef enum:
@@ -117,7 +117,7 @@ cdef class S3FIFO(Policy):
                     t = self.main.q[nxt]
                     sf_remove_at(&self.main, p, s)
                     sf_push(&self.main, s)
-                    p = self.qpos[t]        # NOTE: the push may have compacted the ring
+                    p = sf_pos(&self.main, t)   # NOTE: the push may have compacted the ring
             elif self.pins[s] > 0:
                 p = sf_next_pos(&self.main, p)
             else:
