@@ -119,6 +119,7 @@ cdef class SlotTable:
             raise MemoryError(f"cannot allocate {capacity} slot ids")
         self.sids.narrow = NULL
         self.sids.wide = self.ids
+        self.sids.narrow_ids = 0
         slotmap_init(&self.m, capacity)
 
     def __dealloc__(self):
