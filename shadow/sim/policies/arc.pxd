@@ -5,7 +5,7 @@ from libc.stdint cimport int64_t, int32_t, uint8_t
 
 from shadow.sim.policy cimport Policy
 from shadow.sim.policies._dlist cimport DList, dl_push_head, dl_unlink, dl_move_head
-from shadow.sim.idtable cimport slotmap_prefetch
+from shadow.sim.idtable cimport slotmap_prefetch, sids_addr, SHADOW_PREFETCH
 from shadow.sim.policies.s3fifo cimport dl_first_unpinned
 from shadow.sim.policies._ghost cimport (GhostRing, gr_find, gr_remove, gr_push, gr_prefetch,
                                          gr_key, gr_compact, gr_at)
@@ -118,14 +118,25 @@ cdef class ARC(Policy):
             dl_push_head(&self.t1, slot)
         return slot
 
-    cdef inline void _prefetch_leaving(self, int32_t s) noexcept nogil:
-        """Prefetch what evicting slot ``s`` into a ghost list touches: its resident-table entry
-        (the delete) and its home in the ghost table (the insert)."""
+    cdef inline void _prefetch_leaving(self, const DList* d) noexcept nogil:
+        """Prefetch what evicting ``d``'s tail into a ghost list touches: its resident-table entry
+        (the delete) and its home in the ghost table (the insert); and what the step after reads
+        of the slot before it: its id, link and pin count.
+
+        NOTE: the tail's id, link and pin count were prefetched here one eviction ago (as the slot
+        before the tail then), so reading the id is not a wait on memory at production sizes;
+        a list changed in between only wastes a prefetch (hints never change the state)."""
         cdef int64_t block_id
+        cdef int32_t s = d.tail, p
         if s >= 0:
             block_id = self.slot_id(s)
             self.prefetch(block_id)
             gr_prefetch(&self.ghost, block_id)
+            p = d.prev[s]
+            if p >= 0:
+                SHADOW_PREFETCH(sids_addr(&self.slot_ids, p))
+                SHADOW_PREFETCH(&d.prev[p])
+                SHADOW_PREFETCH(&self.pins[p])
 
     cdef inline int64_t _replace(self) noexcept nogil:
         """REPLACE: move the chosen list's tail (first unpinned) to its ghost list."""
@@ -147,8 +158,8 @@ cdef class ARC(Policy):
         block_id = self._drop_slot(s)
         self._ghost_push(block_id, not from_t1)
         # NOTE: the next REPLACE takes (most often) one of the two tails: start loading both.
-        self._prefetch_leaving(self.t1.tail)
-        self._prefetch_leaving(self.t2.tail)
+        self._prefetch_leaving(&self.t1)
+        self._prefetch_leaving(&self.t2)
         return block_id
 
     cdef inline int64_t fast_evict(self) noexcept nogil:
