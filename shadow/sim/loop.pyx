@@ -36,6 +36,7 @@ from shadow.sim.policies.sieve cimport Sieve
 from shadow.sim.policies.vllm cimport VLLM
 from shadow.sim.policies.s3fifo cimport S3FIFO
 from shadow.sim.policies.arc cimport ARC
+from shadow.sim.policies._ghost cimport gr_prefetch
 
 cdef extern from "<time.h>" nogil:
     cdef struct timespec:
@@ -277,6 +278,7 @@ cdef class CacheRun:
     # scratch
     cdef int64_t n_prefetched      # leading ids of the next serve's request already prefetched
     cdef bint pf_table            # prefetch table entries ahead of the probes (large caches only)
+    cdef bint pf_ghost            # prefetch a missed block's ghost entry at the match (ARC, s3fifo)
     cdef int64_t* slots
     cdef int64_t* hitidx          # positions the match phase pinned (its hits), in order
     cdef int64_t n_hitidx
@@ -320,6 +322,7 @@ cdef class CacheRun:
         # NOTE: from 32k slots (LR_RING_MIN) on, as the rings' prefetch-ahead: below, the table
         # sits in the L2 and the prefetches cost 1-7% at 8k slots (loop only, measured).
         self.pf_table = policy.capacity >= LR_RING_MIN
+        self.pf_ghost = self.pf_table and self.kind in (K_ARC, K_S3FIFO)
         self.deepest_first = replay_order == "deepest-first"
         self.verify = verify
         self.first_skip_req = -1
@@ -512,6 +515,8 @@ cdef class CacheRun:
                 in_prefix = False
                 if hole_start < 0:
                     hole_start = i
+                if self.pf_ghost:
+                    self._prefetch_ghost(ids[i])
                 if sorted_unique:
                     n_missing += 1
                 else:
@@ -755,6 +760,13 @@ cdef class CacheRun:
         self.failed_req = req_index
         self.failed_block = block
 
+    cdef inline void _prefetch_ghost(self, int64_t block_id) noexcept nogil:
+        """Start loading the ghost-table entry the access of missed ``block_id`` probes."""
+        if self.kind == K_ARC:
+            gr_prefetch(&self.p_arc.ghost, block_id)
+        elif self.p_s3fifo.ghost_size > 0:
+            gr_prefetch(&self.p_s3fifo.ghost, block_id)
+
     # ---- Python entry points ----
 
     cdef int64_t _serve_range(self, const int64_t* off, const int64_t* ids, const int64_t* nxt,
@@ -775,15 +787,11 @@ cdef class CacheRun:
                 # NOTE: start loading the next request's table entries now: one request's work
                 # is enough time for them to arrive, where serve's own prefetch is too late for
                 # the first probes.
-                if self.kind == K_S3FIFO:
-                    for c in range(b, min(off[r + 2], b + 64)):
-                        self.p_s3fifo.fast_prefetch(ids[c])
-                elif self.kind == K_ARC:
-                    for c in range(b, min(off[r + 2], b + 64)):
-                        self.p_arc.fast_prefetch(ids[c])
-                else:
-                    for c in range(b, min(off[r + 2], b + 64)):
-                        self.policy.prefetch(ids[c])
+                # NOTE: the resident table only: a ghost entry is read for a miss alone, so ARC's
+                # and s3fifo's are prefetched by the match phase's misses (``pf_ghost``), one
+                # eviction phase before the access reads them.
+                for c in range(b, min(off[r + 2], b + 64)):
+                    self.policy.prefetch(ids[c])
             self.n_prefetched = pf_cur
             rc = self.serve(&ids[a], b - a, &nxt[a], cexact, cint, ts[r], first_request + r,
                             b - a if n_match == NULL else n_match[r],
