@@ -29,6 +29,7 @@ cdef class ARC(Policy):
     cdef GhostList b1
     cdef GhostList b2
     cdef readonly double p
+    cdef bint deep_prefetch   # prefetch along the lists (a cache too large for the L2)
 
     cdef inline void fast_prefetch(self, int64_t block_id) noexcept nogil:
         """Prefetch what a get of ``block_id`` probes: the resident table and the ghost table."""
@@ -119,24 +120,40 @@ cdef class ARC(Policy):
         return slot
 
     cdef inline void _prefetch_leaving(self, const DList* d) noexcept nogil:
-        """Prefetch what evicting ``d``'s tail into a ghost list touches: its resident-table entry
-        (the delete) and its home in the ghost table (the insert); and what the step after reads
-        of the slot before it: its id, link and pin count.
+        """Prefetch what evicting ``d``'s tail, and the slot two before it, into a ghost list
+        touches (resident-table entry: the delete; ghost-table home: the insert), and what this
+        call reads one eviction later of the slot three before the tail: its id, link and pin
+        count.
 
-        NOTE: the tail's id, link and pin count were prefetched here one eviction ago (as the slot
-        before the tail then), so reading the id is not a wait on memory at production sizes;
-        a list changed in between only wastes a prefetch (hints never change the state)."""
-        cdef int64_t block_id
-        cdef int32_t s = d.tail, p
-        if s >= 0:
-            block_id = self.slot_id(s)
-            self.prefetch(block_id)
-            gr_prefetch(&self.ghost, block_id)
-            p = d.prev[s]
-            if p >= 0:
-                SHADOW_PREFETCH(sids_addr(&self.slot_ids, p))
-                SHADOW_PREFETCH(&d.prev[p])
-                SHADOW_PREFETCH(&self.pins[p])
+        NOTE: a pipeline along the list: every load here was prefetched by the call one eviction
+        ago (as a slot one further from the tail then), so walking three links is not a wait on
+        memory at production sizes, and the table entries are loaded two evictions ahead (one
+        was not enough for them to arrive).  A list changed in between only wastes a prefetch
+        (hints never change the state).  Below LR_RING_MIN slots the lists sit in the L2 and only
+        the tail's entries are prefetched (the walk cost 8% more instructions at 8k slots)."""
+        cdef int32_t s = d.tail, p, q, r
+        if s < 0:
+            return
+        self._prefetch_victim(s)
+        if not self.deep_prefetch:
+            return
+        p = d.prev[s]
+        if p < 0:
+            return
+        q = d.prev[p]
+        if q < 0:
+            return
+        self._prefetch_victim(q)
+        r = d.prev[q]
+        if r >= 0:
+            SHADOW_PREFETCH(sids_addr(&self.slot_ids, r))
+            SHADOW_PREFETCH(&d.prev[r])
+            SHADOW_PREFETCH(&self.pins[r])
+
+    cdef inline void _prefetch_victim(self, int32_t s) noexcept nogil:
+        cdef int64_t block_id = self.slot_id(s)
+        self.prefetch(block_id)
+        gr_prefetch(&self.ghost, block_id)
 
     cdef inline int64_t _replace(self) noexcept nogil:
         """REPLACE: move the chosen list's tail (first unpinned) to its ghost list."""

@@ -27,7 +27,7 @@ from libc.stdint cimport int64_t, int32_t, uint8_t
 from libc.stdlib cimport calloc, free
 
 from shadow.sim.policy cimport Policy, Access
-from shadow.sim.policies._dlist cimport DList, dl_init, dl_free, dl_unlink
+from shadow.sim.policies._dlist cimport DList, dl_init, dl_free, dl_unlink, LR_RING_MIN
 from shadow.sim.policies._ghost cimport gr_init, gr_free, gr_ids
 
 DEFAULTS = ""
@@ -55,6 +55,7 @@ cdef class ARC(Policy):
         self.b1.n = self.b1.off = 0
         self.b2.n = self.b2.off = 0
         self.p = 0.0
+        self.deep_prefetch = capacity >= LR_RING_MIN
 
     def __dealloc__(self):
         dl_free(&self.t1)      # NOTE: t2 shares t1's arrays
