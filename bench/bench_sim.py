@@ -46,13 +46,7 @@ from shadow.sim import CacheSpec, Simulator  # noqa: E402
 from shadow.sim.simulator import prefetched  # noqa: E402
 from shadow.sim.registry import is_built, list_policies, policy_info  # noqa: E402
 from shadow.trace import convert_file, open_trace  # noqa: E402
-
-
-def parse_size(text: str) -> int:
-    """``8192``, ``8k``, ``1m``: blocks (k/m are x1024, as ``shadow simulate --cache-size``)."""
-    text = text.strip().lower()
-    mult = {"k": 1 << 10, "m": 1 << 20}.get(text[-1:], 1)
-    return int(text[:-1] if mult > 1 else text) * mult
+from _common import load_arrays, parse_size  # noqa: E402,F401
 
 
 def tiled_trace(min_accesses: int) -> Path:
@@ -74,19 +68,6 @@ def decode_only(path: Path) -> tuple[float, int, float]:
         for b in tr:
             n += b.n_blocks
     return time.perf_counter() - t, n, time.process_time() - c
-
-
-def load_arrays(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The whole trace as (offsets, block ids, next-access) arrays in memory."""
-    offs, ids, nxt, base = [np.zeros(1, dtype=np.int64)], [], [], 0
-    with open_trace(str(path)) as tr:
-        for b in tr:
-            o = np.asarray(b.offsets, dtype=np.int64)
-            offs.append(o[1:] + base)
-            base += int(o[-1])
-            ids.append(np.asarray(b.block_ids, dtype=np.int64))
-            nxt.append(np.asarray(b.next_access, dtype=np.int64))
-    return np.concatenate(offs), np.concatenate(ids), np.concatenate(nxt)
 
 
 def loop_only(arrays: tuple[np.ndarray, np.ndarray, np.ndarray], policy: str, size: int,
