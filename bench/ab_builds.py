@@ -68,7 +68,12 @@ def worker(mode: str, trace: str) -> None:
             sim = Simulator([CacheSpec(policy, int(size))])
             n = 0
             t = time.perf_counter()
-            with open_trace(trace) as tr:
+            try:        # NOTE: decoded as `shadow simulate` decodes it, where the tree can
+                from shadow.sim.drive import sim_decode_threads
+                threads = sim_decode_threads()
+            except ImportError:
+                threads = None
+            with open_trace(trace, **({} if threads is None else {"decode_threads": threads})) as tr:
                 for b in prefetched(tr):
                     sim.feed(b)
                     n += b.n_blocks

@@ -94,11 +94,13 @@ def loop_only(arrays: tuple[np.ndarray, np.ndarray, np.ndarray], policy: str, si
 def run(path: Path, specs: list[CacheSpec], limit: int | None = None,
         threads: int | None = None) -> tuple[float, int, float]:
     """Wall seconds, block accesses, CPU seconds (all threads) of one pass."""
+    from shadow.sim.drive import sim_decode_threads
     sim = Simulator(specs, threads=threads)
     n = 0
     c = time.process_time()
     t = time.perf_counter()
-    with open_trace(str(path)) as tr:
+    # NOTE: decoded as `shadow simulate` decodes it (one decode thread unless overridden)
+    with open_trace(str(path), decode_threads=sim_decode_threads()) as tr:
         for b in prefetched(tr):
             sim.feed(b)
             n += b.n_blocks

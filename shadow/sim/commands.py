@@ -123,7 +123,7 @@ def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_or
                 click.echo(f"{name:<30s}(not built yet)")
         return
 
-    from shadow.sim.drive import run_trace
+    from shadow.sim.drive import run_trace, sim_decode_threads
     from shadow.sim.simulator import CacheSpec, Simulator
     from shadow.trace import bundled_trace_path, open_trace
 
@@ -146,7 +146,8 @@ def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_or
     cost = parse_cost_model(cost_model)
     specs = [CacheSpec(a, s, params[a]) for s in sizes for a in algos]
 
-    with open_trace(path, allow_truncated=allow_truncated, block_id=block_id) as tr:
+    with open_trace(path, allow_truncated=allow_truncated, block_id=block_id,
+                    decode_threads=sim_decode_threads()) as tr:
         h = tr.header
         if threads is not None and threads < 1:
             raise ShadowError(f"--threads must be at least 1, got {threads}")

@@ -14,6 +14,21 @@ from shadow.errors import ShadowError
 from shadow.sim.oracle import attach_next_access
 from shadow.sim.registry import policy_info
 from shadow.sim.simulator import Simulator, prefetched
+from shadow.trace.reader import default_decode_threads
+
+#: Frame-decoding threads of an offline simulation (``$SHADOW_DECODE_THREADS`` overrides it).
+#: NOTE: one is enough: a decode thread (~80-100 M entries/s here; parsing has its own thread)
+#: outruns the fastest cache's serve loop (~50 M/s); a second one takes turns on the serve loop's
+#: core and keeps twice the frames (4 MiB each) in flight through the L3 that the caches' state
+#: lives in.  End to end, one thread vs two (docs/performance.md, "One decode thread when
+#: simulating"): x1.08 and x1.09 (geometric means of 15 and 8 cells) in two series, x1.02 in a
+#: third; never a loss outside the noise.
+SIM_DECODE_THREADS = 1
+
+
+def sim_decode_threads() -> int:
+    """Decode threads for :func:`~shadow.trace.open_trace` in an offline simulation."""
+    return default_decode_threads(prefer=SIM_DECODE_THREADS)
 
 
 def run_trace(sim: Simulator, tr, path: str | os.PathLike[str]) -> None:

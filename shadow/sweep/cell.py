@@ -16,7 +16,7 @@ from shadow.sweep.plan import Cell
 def run_cell(cell: Cell) -> str:
     """Simulate ``cell`` and return the simulator's RESULT line(s) for it."""
     # NOTE: imported here so the driver (and `shadow sweep --help`) never loads the extensions.
-    from shadow.sim.drive import run_trace
+    from shadow.sim.drive import run_trace, sim_decode_threads
     from shadow.sim.simulator import CacheSpec, Simulator
     from shadow.trace import open_trace
 
@@ -26,7 +26,8 @@ def run_cell(cell: Cell) -> str:
     sim = Simulator([CacheSpec(cell.algo, cell.capacity, cell.params)], cost_model=cell.cost_model,
                     pin=cell.pin, replay_order=cell.replay_order, verify=True,
                     trace_name=cell.trace_name, block_id=cell.block_id)
-    with open_trace(cell.trace, allow_truncated=cell.allow_truncated, block_id=cell.block_id) as tr:
+    with open_trace(cell.trace, allow_truncated=cell.allow_truncated, block_id=cell.block_id,
+                    decode_threads=sim_decode_threads()) as tr:
         run_trace(sim, tr, cell.trace)
     results = sim.results()
     for r in results:

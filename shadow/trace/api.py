@@ -39,11 +39,13 @@ class JsonlTrace:
 
 def open_trace(path: str, allow_truncated: bool = False, block_id: str = "prefix", *,
                time_unit: str = "auto",
-               batch_entries: int = DEFAULT_BATCH_ENTRIES) -> LcpReader | JsonlTrace:
+               batch_entries: int = DEFAULT_BATCH_ENTRIES,
+               decode_threads: int | None = None) -> LcpReader | JsonlTrace:
     """Open a trace for reading; iterate it for :class:`Batch` objects; ``.header`` describes it.
 
     lcp input streams in constant memory; JSONL input is converted in memory first.
-    ``block_id="raw"`` applies to JSONL only.
+    ``block_id="raw"`` applies to JSONL only.  ``decode_threads``: see :class:`LcpReader` (lcp
+    input only).
     """
     kind = input_kind(str(path))
     if kind == "jsonl":
@@ -52,4 +54,5 @@ def open_trace(path: str, allow_truncated: bool = False, block_id: str = "prefix
     if block_id != "prefix":
         raise ShadowError("--block-id raw applies to JSONL input only (lcp ids are already"
                           " prefix-interned)")
-    return LcpReader(str(path), allow_truncated=allow_truncated, batch_entries=batch_entries)
+    return LcpReader(str(path), allow_truncated=allow_truncated, batch_entries=batch_entries,
+                     decode_threads=decode_threads)

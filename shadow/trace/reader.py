@@ -66,14 +66,17 @@ DECODE_THREADS_ENV = "SHADOW_DECODE_THREADS"
 _MAX_DECODE_THREADS = 8
 
 
-def default_decode_threads() -> int:
-    """Frame-decoding threads: ``$SHADOW_DECODE_THREADS`` if set, else the usable cores (max 8)."""
+def default_decode_threads(prefer: int | None = None) -> int:
+    """Frame-decoding threads: ``$SHADOW_DECODE_THREADS`` if set, else ``prefer`` if given, else
+    the usable cores (max 8)."""
     env = os.environ.get(DECODE_THREADS_ENV, "").strip()
     if env:
         try:
             return max(0, int(env))
         except ValueError:
             raise ShadowError(f"{DECODE_THREADS_ENV}={env!r}: not an integer") from None
+    if prefer is not None:
+        return max(0, min(int(prefer), _MAX_DECODE_THREADS))
     try:
         n = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # NOTE: not Linux

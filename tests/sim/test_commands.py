@@ -99,3 +99,35 @@ def test_oracle_on_trace_without_next_access_is_one_line_error(tmp_path) -> None
         f"shadow: error: {path}: the trace has no next-access times, which belady, belady_compute need "
         f"(convert it with `shadow convert`)"]
     assert "RESULT" not in res.stdout
+
+
+def test_one_decode_thread_by_default_and_the_same_results(monkeypatch, tmp_path) -> None:
+    """`simulate` decodes on one thread (``SIM_DECODE_THREADS``) unless the environment says
+    otherwise; the RESULT lines do not depend on it."""
+    import shadow.trace.api as api
+    from shadow.sim.drive import SIM_DECODE_THREADS
+    from shadow.trace import convert_file
+    from shadow.trace.reader import DECODE_THREADS_ENV
+
+    trace = tmp_path / "synthetic.lcp.zst"
+    convert_file(str(SYNTHETIC), str(trace), frame_bytes=64 << 10)   # many indexed frames
+    seen = []
+
+    class Spy(api.LcpReader):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            seen.append(self.decode_threads)
+
+    monkeypatch.setattr(api, "LcpReader", Spy)
+    args = ["simulate", "--trace", str(trace), "-c", "1k,4k", "--algo", "lru,s3fifo,belady"]
+    outs = []
+    for env in (None, "2", "0"):
+        if env is None:
+            monkeypatch.delenv(DECODE_THREADS_ENV, raising=False)
+        else:
+            monkeypatch.setenv(DECODE_THREADS_ENV, env)
+        r = run(args)
+        assert r.exit_code == 0, r.output
+        outs.append([l for l in r.output.splitlines() if l.startswith("RESULT ")])
+    assert SIM_DECODE_THREADS == 1 and seen[0] == 1 and seen[-2:] == [2, 0]
+    assert len(outs[0]) == 6 and outs[0] == outs[1] == outs[2]

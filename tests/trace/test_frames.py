@@ -15,7 +15,7 @@ import pytest
 import zstandard
 
 from shadow.errors import ShadowError, TraceFormatError
-from shadow.trace import LcpReader, LcpWriter, read_header
+from shadow.trace import LcpReader, LcpWriter, open_trace, read_header
 from shadow.trace.batch import Batch
 from shadow.trace.format import (
     FRAME_INDEX_SIZE,
@@ -374,3 +374,22 @@ def test_decode_threads_default_and_override(monkeypatch):
     monkeypatch.setenv(DECODE_THREADS_ENV, "many")
     with pytest.raises(ShadowError, match="SHADOW_DECODE_THREADS='many': not an integer"):
         default_decode_threads()
+
+
+def test_decode_threads_preferred_by_a_caller(monkeypatch, tmp_path):
+    monkeypatch.delenv(DECODE_THREADS_ENV, raising=False)
+    assert default_decode_threads(prefer=1) == 1
+    assert default_decode_threads(prefer=0) == 0
+    assert default_decode_threads(prefer=99) == 8
+    monkeypatch.setenv(DECODE_THREADS_ENV, "2")               # the environment still wins
+    assert default_decode_threads(prefer=1) == 2
+    monkeypatch.delenv(DECODE_THREADS_ENV)
+    path = tmp_path / "t.lcp.zst"
+    _write(path, _trace(300, seed=5), frame_bytes=4096)
+    with open_trace(str(path), decode_threads=1) as tr:
+        assert tr.decode_threads == 1
+        one = [_lists(b) for b in tr]
+        assert tr.n_frames_parallel > 1
+    with open_trace(str(path)) as tr:
+        assert tr.decode_threads == default_decode_threads()
+        assert [_lists(b) for b in tr] == one
