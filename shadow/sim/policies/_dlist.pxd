@@ -78,6 +78,36 @@ cdef inline int32_t dl_unpinned_tail(const DList* d, const uint16_t* pins) noexc
     return s if s >= 0 else d.tail
 
 
+cdef inline int32_t dl_prefetch_walk(const DList* d, const SlotIds* ids,
+                                     const uint16_t* pins) noexcept nogil:
+    """One step of a prefetch pipeline along ``d`` from its tail, for a policy that evicts
+    tails: return the slot two before the tail (-1 if the list is shorter), whose id was
+    prefetched by the previous step, so the caller can start loading its table entries now (two
+    evictions ahead); and prefetch the id, link and pin count of the slot three before the tail
+    for the next step.
+
+    NOTE: called once per eviction, every link read here was prefetched by the step before (as
+    the next slot out then), so the walk is not a wait on memory; a list changed in between
+    only wastes prefetches (hints never change the state).  For caches too large for the L2
+    (``LR_RING_MIN`` slots and more): below, the walk only costs instructions.
+    """
+    cdef int32_t p, q, r
+    if d.tail < 0:
+        return -1
+    p = d.prev[d.tail]
+    if p < 0:
+        return -1
+    q = d.prev[p]
+    if q < 0:
+        return -1
+    r = d.prev[q]
+    if r >= 0:
+        SHADOW_PREFETCH(sids_addr(ids, r))
+        SHADOW_PREFETCH(&d.prev[r])
+        SHADOW_PREFETCH(&pins[r])
+    return q
+
+
 # ---- LRing: an order of slots kept as an append-only ring with lazy deletion ----
 #
 # NOTE: why: at production cache sizes (128k+ slots) a list's state no longer sits in L2, and

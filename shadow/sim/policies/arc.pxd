@@ -4,8 +4,9 @@
 from libc.stdint cimport int64_t, int32_t, uint8_t
 
 from shadow.sim.policy cimport Policy
-from shadow.sim.policies._dlist cimport DList, dl_push_head, dl_unlink, dl_move_head
-from shadow.sim.idtable cimport slotmap_prefetch, sids_addr, SHADOW_PREFETCH
+from shadow.sim.policies._dlist cimport (DList, dl_push_head, dl_unlink, dl_move_head,
+                                         dl_prefetch_walk)
+from shadow.sim.idtable cimport slotmap_prefetch
 from shadow.sim.policies.s3fifo cimport dl_first_unpinned
 from shadow.sim.policies._ghost cimport (GhostRing, gr_find, gr_remove, gr_push, gr_prefetch,
                                          gr_key, gr_compact, gr_at)
@@ -120,35 +121,19 @@ cdef class ARC(Policy):
         return slot
 
     cdef inline void _prefetch_leaving(self, const DList* d) noexcept nogil:
-        """Prefetch what evicting ``d``'s tail, and the slot two before it, into a ghost list
-        touches (resident-table entry: the delete; ghost-table home: the insert), and what this
-        call reads one eviction later of the slot three before the tail: its id, link and pin
-        count.
-
-        NOTE: a pipeline along the list: every load here was prefetched by the call one eviction
-        ago (as a slot one further from the tail then), so walking three links is not a wait on
-        memory at production sizes, and the table entries are loaded two evictions ahead (one
-        was not enough for them to arrive).  A list changed in between only wastes a prefetch
-        (hints never change the state).  Below LR_RING_MIN slots the lists sit in the L2 and only
-        the tail's entries are prefetched (the walk cost 8% more instructions at 8k slots)."""
-        cdef int32_t s = d.tail, p, q, r
-        if s < 0:
+        """Prefetch what evicting ``d``'s tail into a ghost list touches (its resident-table
+        entry: the delete; its ghost-table home: the insert), and from ``LR_RING_MIN`` slots the
+        same for the slot two before the tail (:c:func:`dl_prefetch_walk`: one eviction was not
+        enough for the table entries to arrive).  Below, the lists sit in the L2 and the walk
+        cost 8% more instructions at 8k slots."""
+        cdef int32_t q
+        if d.tail < 0:
             return
-        self._prefetch_victim(s)
-        if not self.deep_prefetch:
-            return
-        p = d.prev[s]
-        if p < 0:
-            return
-        q = d.prev[p]
-        if q < 0:
-            return
-        self._prefetch_victim(q)
-        r = d.prev[q]
-        if r >= 0:
-            SHADOW_PREFETCH(sids_addr(&self.slot_ids, r))
-            SHADOW_PREFETCH(&d.prev[r])
-            SHADOW_PREFETCH(&self.pins[r])
+        self._prefetch_victim(d.tail)
+        if self.deep_prefetch:
+            q = dl_prefetch_walk(d, &self.slot_ids, self.pins)
+            if q >= 0:
+                self._prefetch_victim(q)
 
     cdef inline void _prefetch_victim(self, int32_t s) noexcept nogil:
         cdef int64_t block_id = self.slot_id(s)

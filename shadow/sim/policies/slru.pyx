@@ -25,7 +25,8 @@ from libc.stdlib cimport calloc, malloc, free
 
 from shadow.errors import ShadowError
 from shadow.sim.policy cimport Policy, Access
-from shadow.sim.policies._dlist cimport DList, dl_init, dl_free, dl_push_head, dl_unlink, dl_move_head
+from shadow.sim.policies._dlist cimport (DList, dl_init, dl_free, dl_push_head, dl_unlink,
+                                         dl_move_head, dl_prefetch_walk, LR_RING_MIN)
 from shadow.sim.policies.s3fifo cimport dl_first_unpinned
 
 DEFAULTS = "n-seg=4"
@@ -44,6 +45,7 @@ cdef class SLRU(Policy):
     cdef uint8_t* seg_of
     cdef readonly int n_seg
     cdef int64_t seg_size[MAX_SEG]
+    cdef bint deep_prefetch   # prefetch along segment 0 (a cache too large for the L2)
 
     def __cinit__(self, int64_t capacity, int n_seg=4, *args, **kwargs):
         cdef int i
@@ -53,6 +55,7 @@ cdef class SLRU(Policy):
         dl_init(&self.segs[0], capacity)
         for i in range(1, n_seg):
             self.segs[i] = self.segs[0]
+        self.deep_prefetch = capacity >= LR_RING_MIN
         self.seg_of = <uint8_t*>calloc(capacity, sizeof(uint8_t))
         if self.seg_of == NULL:
             raise MemoryError(f"cannot allocate an SLRU cache of {capacity} slots")
@@ -103,11 +106,19 @@ cdef class SLRU(Policy):
 
     cdef int64_t evict(self, const Access* acc) noexcept nogil:
         cdef int i
-        cdef int32_t s
+        cdef int32_t s, q
         for i in range(self.n_seg):
             s = dl_first_unpinned(&self.segs[i], self.pins)
             if s >= 0:
                 dl_unlink(&self.segs[i], s)
+                if self.deep_prefetch and i == 0:
+                    # NOTE: victims come from segment 0's tail: start loading the table entries
+                    # of the next one and (dl_prefetch_walk) of the one two evictions ahead.
+                    if self.segs[0].tail >= 0:
+                        self.prefetch(self.slot_id(self.segs[0].tail))
+                    q = dl_prefetch_walk(&self.segs[0], &self.slot_ids, self.pins)
+                    if q >= 0:
+                        self.prefetch(self.slot_id(q))
                 return self._drop_slot(s)
         for i in range(self.n_seg):
             s = self.segs[i].tail

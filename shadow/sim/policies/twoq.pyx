@@ -24,7 +24,8 @@ from libc.stdlib cimport calloc, free
 
 from shadow.errors import ShadowError
 from shadow.sim.policy cimport Policy, Access, RequestCtx
-from shadow.sim.policies._dlist cimport DList, dl_init, dl_free, dl_push_head, dl_unlink, dl_move_head
+from shadow.sim.policies._dlist cimport (DList, dl_init, dl_free, dl_push_head, dl_unlink,
+                                         dl_move_head, dl_prefetch_walk, LR_RING_MIN)
 from shadow.sim.policies.s3fifo cimport dl_first_unpinned
 from shadow.sim.policies._ghost cimport (GhostRing, gr_init, gr_free, gr_find, gr_remove,
                                          gr_push_bounded, gr_ids, gr_prefetch)
@@ -43,6 +44,7 @@ cdef class TwoQ(Policy):
     cdef uint8_t* in_am
     cdef GhostRing aout
     cdef readonly int64_t ain_size, aout_size, am_size
+    cdef bint deep_prefetch   # prefetch along the lists (a cache too large for the L2)
 
     def __cinit__(self, int64_t capacity, double ain_ratio=0.25, double aout_ratio=0.5,
                   *args, **kwargs):
@@ -55,6 +57,7 @@ cdef class TwoQ(Policy):
         if self.in_am == NULL:
             raise MemoryError(f"cannot allocate a 2Q cache of {capacity} slots")
         gr_init(&self.aout, self.aout_size)
+        self.deep_prefetch = capacity >= LR_RING_MIN
 
     def __dealloc__(self):
         dl_free(&self.ain)     # NOTE: am shares ain's arrays
@@ -114,7 +117,32 @@ cdef class TwoQ(Policy):
         gr_push_bounded(&self.aout, block_id)
         return block_id
 
+    cdef inline void _prefetch_victim(self, int32_t s, bint ghost) noexcept nogil:
+        cdef int64_t block_id = self.slot_id(s)
+        self.prefetch(block_id)
+        if ghost and self.aout.limit > 0:
+            gr_prefetch(&self.aout, block_id)
+
+    cdef inline void _prefetch_next(self, DList* d, bint ghost) noexcept nogil:
+        """Start loading what the next evictions from ``d`` touch, as ARC does: the table
+        entries of its tail and (:c:func:`dl_prefetch_walk`) of the slot two before it, and
+        their Aout homes for Ain, whose victims enter Aout."""
+        cdef int32_t q
+        if d.tail < 0:
+            return
+        self._prefetch_victim(d.tail, ghost)
+        q = dl_prefetch_walk(d, &self.slot_ids, self.pins)
+        if q >= 0:
+            self._prefetch_victim(q, ghost)
+
     cdef int64_t evict(self, const Access* acc) noexcept nogil:
+        cdef int64_t victim = self._evict()
+        if self.deep_prefetch:
+            self._prefetch_next(&self.ain, True)
+            self._prefetch_next(&self.am, False)
+        return victim
+
+    cdef inline int64_t _evict(self) noexcept nogil:
         cdef int64_t victim
         cdef int32_t s
         if self.n_resident == 0:
