@@ -6,7 +6,6 @@ from libc.stdint cimport int64_t, int32_t, uint8_t
 from shadow.sim.policy cimport Policy
 from shadow.sim.policies._dlist cimport (DList, dl_push_head, dl_unlink, dl_move_head,
                                          dl_prefetch_walk)
-from shadow.sim.idtable cimport slotmap_prefetch
 from shadow.sim.policies.s3fifo cimport dl_first_unpinned
 from shadow.sim.policies._ghost cimport (GhostRing, gr_find, gr_remove, gr_push, gr_prefetch,
                                          gr_key, gr_compact, gr_at)
@@ -31,11 +30,6 @@ cdef class ARC(Policy):
     cdef GhostList b2
     cdef readonly double p
     cdef bint deep_prefetch   # prefetch along the lists (a cache too large for the L2)
-
-    cdef inline void fast_prefetch(self, int64_t block_id) noexcept nogil:
-        """Prefetch what a get of ``block_id`` probes: the resident table and the ghost table."""
-        self.prefetch(block_id)
-        gr_prefetch(&self.ghost, block_id)
 
     cdef inline void fast_hit(self, int64_t slot) noexcept nogil:
         if self.in_t2[slot]:

@@ -44,12 +44,6 @@ cdef class S3FIFO(Policy):
     # NOTE: the operations live here as inline methods: ``hit``/``insert``/``evict`` run them,
     # and the serve loop (``K_S3FIFO``) calls them directly, inlined, with no virtual call.
 
-    cdef inline void fast_prefetch(self, int64_t block_id) noexcept nogil:
-        """Prefetch what a get of ``block_id`` probes: the resident table and the ghost map."""
-        self.prefetch(block_id)
-        if self.ghost_size > 0:
-            gr_prefetch(&self.ghost, block_id)
-
     cdef inline void fast_hit(self, int64_t slot) noexcept nogil:
         if self.freq[slot] < 255:
             self.freq[slot] += 1
