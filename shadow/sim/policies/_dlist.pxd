@@ -78,34 +78,40 @@ cdef inline int32_t dl_unpinned_tail(const DList* d, const uint16_t* pins) noexc
     return s if s >= 0 else d.tail
 
 
-cdef inline int32_t dl_prefetch_walk(const DList* d, const SlotIds* ids,
-                                     const uint16_t* pins) noexcept nogil:
-    """One step of a prefetch pipeline along ``d`` from its tail, for a policy that evicts
-    tails: return the slot two before the tail (-1 if the list is shorter), whose id was
-    prefetched by the previous step, so the caller can start loading its table entries now (two
-    evictions ahead); and prefetch the id, link and pin count of the slot three before the tail
-    for the next step.
+cdef inline int32_t chain_prefetch_walk(const int32_t* link, int32_t s, const SlotIds* ids,
+                                        const uint16_t* pins) noexcept nogil:
+    """One step of a prefetch pipeline along a chain of slots (``link[s]`` the one after ``s``,
+    -1 at the end), for a policy that evicts the chain's first slot ``s``: return the slot two
+    after ``s`` (-1 if the chain is shorter), whose id was prefetched by the previous step, so
+    the caller can start loading its table entries now (two evictions ahead); and prefetch the
+    id, link and pin count of the slot three after ``s`` for the next step.
 
     NOTE: called once per eviction, every link read here was prefetched by the step before (as
-    the next slot out then), so the walk is not a wait on memory; a list changed in between
+    the next slot out then), so the walk is not a wait on memory; a chain changed in between
     only wastes prefetches (hints never change the state).  For caches too large for the L2
     (``LR_RING_MIN`` slots and more): below, the walk only costs instructions.
     """
     cdef int32_t p, q, r
-    if d.tail < 0:
+    if s < 0:
         return -1
-    p = d.prev[d.tail]
+    p = link[s]
     if p < 0:
         return -1
-    q = d.prev[p]
+    q = link[p]
     if q < 0:
         return -1
-    r = d.prev[q]
+    r = link[q]
     if r >= 0:
         SHADOW_PREFETCH(sids_addr(ids, r))
-        SHADOW_PREFETCH(&d.prev[r])
+        SHADOW_PREFETCH(&link[r])
         SHADOW_PREFETCH(&pins[r])
     return q
+
+
+cdef inline int32_t dl_prefetch_walk(const DList* d, const SlotIds* ids,
+                                     const uint16_t* pins) noexcept nogil:
+    """:c:func:`chain_prefetch_walk` from ``d``'s tail towards its head (its victims' order)."""
+    return chain_prefetch_walk(d.prev, d.tail, ids, pins)
 
 
 # ---- LRing: an order of slots kept as an append-only ring with lazy deletion ----

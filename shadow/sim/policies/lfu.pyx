@@ -20,6 +20,7 @@ from libc.stdint cimport int64_t, int32_t
 from libc.stdlib cimport malloc, realloc, free
 
 from shadow.sim.policy cimport Policy, Access
+from shadow.sim.policies._dlist cimport chain_prefetch_walk, LR_RING_MIN
 
 DEFAULTS = ""
 HONOURS_PINS = True
@@ -43,6 +44,7 @@ cdef class LFU(Policy):
     cdef int32_t nb_cap
     cdef int32_t bfree       # free-bucket chain through ``bup``
     cdef int32_t lowest      # lowest-frequency bucket, -1 when empty
+    cdef bint deep_prefetch  # prefetch the next victims (a cache too large for the L2)
 
     def __cinit__(self, int64_t capacity, *args, **kwargs):
         cdef int64_t i
@@ -58,6 +60,7 @@ cdef class LFU(Policy):
         self.nb_cap = 0
         self.bfree = -1
         self.lowest = -1
+        self.deep_prefetch = capacity >= LR_RING_MIN
         if self._grow() < 0:
             raise MemoryError("cannot allocate LFU buckets")
 
@@ -194,7 +197,23 @@ cdef class LFU(Policy):
                 return 0
             s = self.bfront[self.lowest]
         self._unlink(s)
+        if self.deep_prefetch:
+            self._prefetch_next()
         return self._drop_slot(s)
+
+    cdef inline void _prefetch_next(self) noexcept nogil:
+        """Start loading the table entries of the next victim (the lowest bucket's front) and,
+        :c:func:`chain_prefetch_walk`, of the one two evictions ahead in that bucket."""
+        cdef int32_t f, q
+        if self.lowest < 0:
+            return
+        f = self.bfront[self.lowest]
+        if f < 0:
+            return
+        self.prefetch(self.slot_id(f))
+        q = chain_prefetch_walk(self.next, f, &self.slot_ids, self.pins)
+        if q >= 0:
+            self.prefetch(self.slot_id(q))
 
     cdef void remove(self, int64_t slot) noexcept nogil:
         self._unlink(slot)
