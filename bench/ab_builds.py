@@ -31,49 +31,36 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))   # NOTE: _common only; ``shadow`` comes from PYTHONPATH
 
-from _common import load_arrays, parse_size  # noqa: E402
+from _common import load_arrays, loop_only, parse_size  # noqa: E402
 DEFAULT_TRACE = ROOT / "bench" / "out" / "tiled-10000000.lcp.zst"
 
 
 def worker(mode: str, trace: str) -> None:
     """Serve ``policy size`` lines from stdin, one rate (M block accesses/s) per line."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    import numpy as np
     from shadow.sim import CacheSpec, Simulator
-    from shadow.sim.loop import CacheRun
-    from shadow.sim.registry import make_policy
     from shadow.sim.simulator import prefetched
     from shadow.trace import open_trace
 
-    arrays = None
-    if mode == "loop":
-        arrays = load_arrays(trace)
-        off = arrays[0]
-        max_b = int(np.max(np.diff(off))) + 1
-        consts = (np.ones(max_b), np.ones(max_b, dtype=np.int64), np.full(len(off) - 1, -1.0))
+    arrays = load_arrays(trace) if mode == "loop" else None
+    open_kw = {}
+    try:
+        # NOTE: decoded as the tree's `shadow simulate` decodes it (trees older than
+        # sim_decode_threads use the reader's default)
+        from shadow.sim.drive import sim_decode_threads
+        open_kw["decode_threads"] = sim_decode_threads()
+    except ImportError:
+        pass
     print("ready", flush=True)
     for line in sys.stdin:
         policy, size = line.split()
         if mode == "loop":
-            off, ids, nxt = arrays
-            ce, ci, ts = consts
-            run = CacheRun(make_policy(policy, int(size)), True, "deepest-first", True)
-            run.reserve(ce.shape[0])
-            c = time.process_time()
-            run.serve_batch(off, ids, nxt, ts, ce, ci, 0)
-            dt = time.process_time() - c
-            assert run.failed == 0, run.failed
-            n = len(ids)
+            dt, n = loop_only(arrays, policy, int(size), reps=1)
         else:
             sim = Simulator([CacheSpec(policy, int(size))])
             n = 0
             t = time.perf_counter()
-            try:        # NOTE: decoded as `shadow simulate` decodes it, where the tree can
-                from shadow.sim.drive import sim_decode_threads
-                threads = sim_decode_threads()
-            except ImportError:
-                threads = None
-            with open_trace(trace, **({} if threads is None else {"decode_threads": threads})) as tr:
+            with open_trace(trace, **open_kw) as tr:
                 for b in prefetched(tr):
                     sim.feed(b)
                     n += b.n_blocks
@@ -86,8 +73,8 @@ def worker(mode: str, trace: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("trees", nargs="+", help="built source trees; the first is the baseline")
-    ap.add_argument("--policies", required=True)
+    ap.add_argument("trees", nargs="*", help="built source trees; the first is the baseline")
+    ap.add_argument("--policies", help="comma-separated policy names (required)")
     ap.add_argument("--size", default="8k,128k,512k")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--mode", choices=("loop", "e2e"), default="loop")
@@ -100,17 +87,21 @@ def main() -> None:
         return
     if len(args.trees) < 2:
         ap.error("give at least two trees")
+    if not args.policies:
+        ap.error("--policies is required")
     if not Path(args.trace).exists():
         ap.error(f"{args.trace}: no such trace (bench/bench_sim.py builds the default one)")
     trees = [str(Path(t).resolve()) for t in args.trees]
+    if len(set(trees)) != len(trees):
+        ap.error("a tree is given twice (each tree gets one worker and one column)")
     policies = args.policies.split(",")
     sizes = [parse_size(s) for s in args.size.split(",")]
     workers = {}
     for t in trees:
         env = dict(os.environ, PYTHONPATH=t)
         workers[t] = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), *trees[:1], "--policies", "x",
-             "--worker", args.mode, "--trace", args.trace],
+            [sys.executable, str(Path(__file__).resolve()), "--worker", args.mode,
+             "--trace", args.trace],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd="/")
         if workers[t].stdout.readline().strip() != "ready":
             sys.exit(f"worker for {t} did not start")

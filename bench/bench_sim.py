@@ -46,7 +46,7 @@ from shadow.sim import CacheSpec, Simulator  # noqa: E402
 from shadow.sim.simulator import prefetched  # noqa: E402
 from shadow.sim.registry import is_built, list_policies, policy_info  # noqa: E402
 from shadow.trace import convert_file, open_trace  # noqa: E402
-from _common import load_arrays, parse_size  # noqa: E402,F401
+from _common import load_arrays, loop_only, parse_size  # noqa: E402,F401
 
 
 def tiled_trace(min_accesses: int) -> Path:
@@ -68,27 +68,6 @@ def decode_only(path: Path) -> tuple[float, int, float]:
         for b in tr:
             n += b.n_blocks
     return time.perf_counter() - t, n, time.process_time() - c
-
-
-def loop_only(arrays: tuple[np.ndarray, np.ndarray, np.ndarray], policy: str, size: int,
-              reps: int = 2) -> tuple[float, int]:
-    """CPU seconds (best of ``reps``) and block accesses of one cache over arrays in memory
-    (pins on, deepest-first, verify on, uniform cost: as ``run``)."""
-    from shadow.sim.loop import CacheRun
-    from shadow.sim.registry import make_policy
-    off, ids, nxt = arrays
-    n = len(off) - 1
-    max_b = int(np.max(np.diff(off))) + 1
-    ce, ci, ts = np.ones(max_b), np.ones(max_b, dtype=np.int64), np.full(n, -1.0)
-    best = float("inf")
-    for _ in range(reps):
-        cr = CacheRun(make_policy(policy, size), True, "deepest-first", True)
-        cr.reserve(max_b)
-        c = time.process_time()
-        cr.serve_batch(off, ids, nxt, ts, ce, ci, 0)
-        best = min(best, time.process_time() - c)
-        assert cr.failed == 0, cr.failed
-    return best, len(ids)
 
 
 def run(path: Path, specs: list[CacheSpec], limit: int | None = None,
