@@ -15,7 +15,10 @@ Per request (see docs/sim.md and PrefixSim's design; ``--no-pin`` gives the olde
 3. ``on_request`` (PrefixSim's record_request), then **access**: deepest block first by default,
    one ``get`` each (vtime +1 per get, one recency stamp per request); an eviction here is
    ``n_unexpected_eviction``.
-4. **verify**: every block resident; a failure stops this cache (``failed``).
+4. **verify**: every block resident; a failure stops this cache (``failed``).  So does a policy
+   that ran out of memory in steps 2-3 (``policy.nomem``; ``FAIL_NOMEM``): nothing in the loop
+   raises or aborts, so the engine it runs in survives, and no figure rests on the state the
+   policy could not keep.
 5. unpin; release the request's blocks tail first (``on_release``) for a policy that wants it, or
    (live admission) keep everything pinned until :meth:`CacheRun.release`.
 
@@ -76,11 +79,14 @@ cdef enum:
     FAIL_VERIFY = 1
     FAIL_STUCK = 2
     FAIL_UNEXPECTED_STUCK = 3
+    FAIL_NOMEM = 4
 
 FAIL_MESSAGES = {
     1: "verify failed: block {block} of request {req} is not resident after its access phase",
     2: "the policy could not evict while making room for request {req} (every candidate refused)",
     3: "the policy could not evict during the access phase of request {req}",
+    4: ("out of memory: the policy could not allocate what request {req} needed, so this cache "
+        "stopped there (its figures cover the requests before it)"),
 }
 
 
@@ -365,6 +371,7 @@ cdef class CacheRun:
         self.smark = <uint8_t*>calloc(size, sizeof(uint8_t))
         if (self.slots == NULL or self.hitidx == NULL or self.evbuf == NULL or self.skeys == NULL or self.sgen == NULL
                 or self.smark == NULL):
+            self.scratch_cap = 0    # NOTE: the next reserve allocates again; none is served
             raise MemoryError(f"cannot allocate scratch space for {n_blocks} blocks")
         self.smask = size - 1
         self.gen = 1
@@ -456,6 +463,11 @@ cdef class CacheRun:
         self.n_prefetched = 0
         self.n_hitidx = 0
         if self.failed:
+            return -1
+        if self.policy.nomem:
+            # NOTE: out of memory outside a serve (a live release's inserts): fail before this
+            # request counts anything.
+            self._fail(FAIL_NOMEM, req_index, 0)
             return -1
         # 0. skip check on the distinct count
         for i in range(1, B):
@@ -678,6 +690,10 @@ cdef class CacheRun:
         if n_ev_access < 0:
             self._unpin_match(ids, B)
             return -1
+        if self.policy.nomem:
+            self._fail(FAIL_NOMEM, req_index, 0)
+            self._unpin_match(ids, B)
+            return -1
 
         # 4. verify
         # NOTE: with distinct ids every ``slots[i]`` was right when block i was accessed; only an
@@ -756,7 +772,9 @@ cdef class CacheRun:
         fprintf(self.holes, b"\n")
 
     cdef inline void _fail(self, int kind, int64_t req_index, int64_t block) noexcept nogil:
-        self.failed = kind
+        # NOTE: a policy out of memory may refuse or misplace blocks; that, not the symptom,
+        # is the failure to report.
+        self.failed = FAIL_NOMEM if self.policy.nomem else kind
         self.failed_req = req_index
         self.failed_block = block
 

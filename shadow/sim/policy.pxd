@@ -53,6 +53,14 @@ Calls the serve loop makes (all ``noexcept nogil``; nothing here may raise or to
   (PrefixSim's ``record_request``; ``set_request_ctx``'s timestamp rides along).
 * ``on_release(slot)``: the request that accessed the block released it (tail first); only
   called when ``wants_release`` is set (the ``vllm`` policy).
+
+Out of memory mid-run: nothing above may raise, and the engine the shadow runs in must not die
+of it, so no allocation failure aborts.  A policy whose allocation fails inside one of these
+calls (slot ids or ring entries widened to 64 bits, a ghost ring or FIFO grown, a cost or stamp
+array widened, a scratch list grown) keeps every array access in bounds, lets its state become
+approximate (an id not remembered, a count saturated) and sets ``nomem`` (its rings and FIFOs
+set it through the pointer they were given); the serve loop then fails the cache after that
+request (``FAIL_NOMEM``), so no approximate figure is ever reported as a result.
 """
 
 from libc.stdint cimport int64_t, int32_t, uint16_t, uint64_t, INT64_MIN, INT32_MIN
@@ -114,6 +122,7 @@ cdef class Policy:
     cdef public bint pin_enabled      # set by the loop; informational for policies
     cdef public bint wants_release    # call on_release (set by a policy that uses it)
     cdef public bint strict_pins      # set by registry.make_policy from the module's STRICT_PINS
+    cdef readonly int nomem           # 1 for good once an allocation needed mid-run failed
 
     cdef inline int64_t find(self, int64_t block_id) noexcept nogil:
         return slotmap_get(&self.table, &self.slot_ids, block_id)

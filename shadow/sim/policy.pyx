@@ -1,7 +1,7 @@
 # cython: language_level=3
 """Base class of every eviction policy; see policy.pxd for the interface and its invariant."""
 
-from libc.stdlib cimport malloc, calloc, realloc, free, abort
+from libc.stdlib cimport malloc, calloc, realloc, free
 from libc.stdint cimport INT64_MIN, INT32_MIN, INT32_MAX, int32_t, uint16_t
 
 from shadow.sim.idtable cimport (slotmap_init, slotmap_free, shadow_big_malloc, shadow_big_calloc,
@@ -25,6 +25,7 @@ cdef class Policy:
         self.n_resident = 0
         self.pin_enabled = True
         self.wants_release = False
+        self.nomem = 0
         # NOTE: a policy whose own per-slot state would otherwise take it past the memory budget
         # (48 B a slot) sets the class attribute ``TABLE_PER_SLOT`` (3: 12 B a slot instead of
         # 16); a denser table means longer probes and shifts, so caches below
@@ -79,15 +80,16 @@ cdef class Policy:
     cdef void _widen_ids(self) noexcept nogil:
         """Move ``slot_ids`` to 64-bit entries for good (at the first id that does not fit 32
         bits, from ``_take_slot``): ids copied, free-slot links re-encoded from INT32_MIN to
-        INT64_MIN, so the free stack and the table (keyed by slot) stay valid.  Aborts if out of
-        memory (nothing here may raise, and the block must be stored)."""
+        INT64_MIN, so the free stack and the table (keyed by slot) stay valid.  Out of memory:
+        the ids stay 32-bit and ``nomem`` is set (see :meth:`_take_slot_wide`)."""
         cdef int64_t i, v
         cdef int64_t* wide
         if self.slot_ids.wide != NULL:
             return
         wide = <int64_t*>shadow_big_malloc(self.capacity * sizeof(int64_t))
         if wide == NULL:
-            abort()
+            self.nomem = 1
+            return
         for i in range(self.capacity):
             v = self.slot_ids.narrow[i]
             wide[i] = v if v > 0 else INT64_MIN + (v - INT32_MIN)
@@ -101,6 +103,17 @@ cdef class Policy:
         cdef int64_t slot
         if self.slot_ids.wide == NULL:
             self._widen_ids()
+            if self.slot_ids.wide == NULL:
+                # NOTE: out of memory (``nomem`` set; the loop fails this cache after the
+                # request): the slot is taken but holds INT32_MAX, with no table entry, so the
+                # block is never found, and dropping the slot later deletes nothing (no entry
+                # of INT32_MAX's points at it).  Every array access stays in bounds.
+                slot = self.free_head
+                self.free_head = <int64_t>self.slot_ids.narrow[slot] - INT32_MIN - 1
+                self.slot_ids.narrow[slot] = INT32_MAX
+                self.pins[slot] = 0
+                self.n_resident += 1
+                return slot
         slot = self.free_head
         self.free_head = self.slot_ids.wide[slot] - INT64_MIN - 1
         self.slot_ids.wide[slot] = block_id
@@ -137,7 +150,8 @@ cdef class Policy:
             grown = <PinOver*>realloc(self.pin_over, cap * sizeof(PinOver))
             if grown == NULL:
                 # NOTE: out of memory for a few bytes: the count saturates (the block stays
-                # pinned until PIN_SAT releases; nothing here may raise).
+                # pinned until PIN_SAT releases; nothing here may raise) and the cache fails.
+                self.nomem = 1
                 return
             self.pin_over = grown
             self.cap_pin_over = cap

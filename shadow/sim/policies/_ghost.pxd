@@ -51,9 +51,10 @@ cdef struct GhostRing:
     uint64_t size       # table entries
     uint32_t sbits      # bits of ``position + 1``
     uint32_t smask
+    int* nomem          # the owner's flag, set when a widening or growth finds no memory
 
 
-cdef int gr_init(GhostRing* g, int64_t limit, int64_t ring_cap=*) except -1
+cdef int gr_init(GhostRing* g, int64_t limit, int* nomem, int64_t ring_cap=*) except -1
 cdef void gr_free(GhostRing* g) noexcept nogil
 cdef void gr_compact(GhostRing* g, int64_t* off_a=*, int64_t* off_b=*) noexcept nogil
 cdef int gr_grow(GhostRing* g) noexcept nogil
@@ -181,17 +182,20 @@ cdef inline int64_t gr_pop(GhostRing* g) noexcept nogil:
     return key
 
 
-cdef inline void gr_push(GhostRing* g, int64_t key) noexcept nogil:
-    """Add ``key`` (not live here; negated for ARC's second list) as the newest id.  A full ring
-    is compacted, and grown if nothing is freed (ARC's lists have no fixed bound)."""
+cdef inline int gr_push(GhostRing* g, int64_t key) noexcept nogil:
+    """Add ``key`` (not live here; negated for ARC's second list) as the newest id; 0, or -1 if
+    it found no memory to widen or grow the ring (``key`` then not added, ``nomem`` set).  A full
+    ring is compacted, and grown if nothing is freed (ARC's lists have no fixed bound)."""
     cdef uint64_t h = gr_hash(gr_key(key)), i
     cdef int64_t pos
     if g.ids64 == NULL and (key > INT32_MAX or key < -INT32_MAX):
-        gr_widen(g)
+        if gr_widen(g) < 0:
+            return -1
     if g.span == g.cap:
         gr_compact(g)
         if g.span == g.cap:
-            gr_grow(g)
+            if gr_grow(g) < 0:
+                return -1
     i = gr_home(g, h)          # NOTE: after a growth, which resizes the table
     pos = g.head
     gr_set(g, pos, key)
@@ -203,6 +207,7 @@ cdef inline void gr_push(GhostRing* g, int64_t key) noexcept nogil:
         if i == g.size:
             i = 0
     g.e[i] = (gr_fp(g, h) << g.sbits) | <uint32_t>(pos + 1)
+    return 0
 
 
 cdef inline void gr_push_bounded(GhostRing* g, int64_t key) noexcept nogil:
@@ -247,9 +252,10 @@ cdef struct SlotFIFO:
     int64_t tail
     int64_t span
     int64_t n
+    int* nomem          # the owner's flag, set when a full ring finds no memory to grow
 
 
-cdef int sf_init(SlotFIFO* f, int64_t hint, int32_t* pos, int32_t pxor=*) except -1
+cdef int sf_init(SlotFIFO* f, int64_t hint, int32_t* pos, int* nomem, int32_t pxor=*) except -1
 cdef void sf_free(SlotFIFO* f) noexcept nogil
 cdef int sf_make_room(SlotFIFO* f) noexcept nogil
 cdef list sf_slots(const SlotFIFO* f)
@@ -264,10 +270,15 @@ cdef inline void _sf_skip_tombstones(SlotFIFO* f) noexcept nogil:
 
 
 cdef inline void sf_push(SlotFIFO* f, int64_t slot) noexcept nogil:
-    """Append ``slot`` (on no FIFO) as the newest.  NOTE: may compact the ring (positions move)."""
+    """Append ``slot`` (on no FIFO) as the newest.  NOTE: may compact the ring (positions move).
+
+    Out of memory with every entry live (``nomem`` set, the cache is failing): ``slot`` is not
+    put on the ring; its position is recorded as ``cap``, which :func:`sf_remove` ignores."""
     cdef int64_t p
     if f.span == f.cap:
-        sf_make_room(f)
+        if sf_make_room(f) < 0:
+            f.pos[slot] = <int32_t>f.cap ^ f.pxor
+            return
     p = f.head
     f.q[p] = <int32_t>slot
     f.pos[slot] = <int32_t>p ^ f.pxor
@@ -288,6 +299,9 @@ cdef inline void sf_remove_at(SlotFIFO* f, int64_t p, int64_t slot) noexcept nog
 cdef inline void sf_remove(SlotFIFO* f, int64_t slot) noexcept nogil:
     """Take ``slot`` (on this FIFO) out: a tombstone, passed at once if it is the tail."""
     cdef int64_t p = f.pos[slot] ^ f.pxor
+    if p >= f.cap:
+        f.pos[slot] = -1        # NOTE: a push that found no memory (see sf_push)
+        return
     f.q[p] = -1
     f.pos[slot] = -1
     f.n -= 1

@@ -2,7 +2,7 @@
 """Allocation and compaction of :c:type:`GhostRing` (the inline operations live in _ghost.pxd)."""
 
 from libc.stdint cimport int64_t, int32_t, uint32_t, uint64_t
-from libc.stdlib cimport calloc, malloc, free, abort
+from libc.stdlib cimport calloc, malloc, free
 
 # NOTE: ring entries per ghost and table entries per ghost, chosen by measurement (see
 # docs/performance.md): 4 B x 1.25 + 4 B x 2 = 13 B per ghost entry (8 B x 1.25, 18 B, once the
@@ -29,9 +29,10 @@ cdef inline uint64_t _table_size(int64_t limit) noexcept nogil:
     return <uint64_t>(TABLE_PER_GHOST * limit)
 
 
-cdef int gr_init(GhostRing* g, int64_t limit, int64_t ring_cap=0) except -1:
+cdef int gr_init(GhostRing* g, int64_t limit, int* nomem, int64_t ring_cap=0) except -1:
     """Room for ``limit`` live ids; ``ring_cap`` ring entries if larger than the default
-    1.25 x ``limit`` (fewer compactions where tombstones pile up: ARC)."""
+    1.25 x ``limit`` (fewer compactions where tombstones pile up: ARC).  ``nomem``: the owner's
+    out-of-memory flag (a policy's ``nomem``), set by a widening or growth that fails."""
     cdef int64_t cap
     cdef uint64_t size
     cdef uint32_t sbits = 1
@@ -45,6 +46,7 @@ cdef int gr_init(GhostRing* g, int64_t limit, int64_t ring_cap=0) except -1:
         sbits += 1
     if sbits > 30 or size > 0xFFFFFFFFULL:
         raise MemoryError(f"a ghost queue of {limit} ids is too large")
+    g.nomem = nomem
     g.limit = limit
     g.cap = cap
     g.size = size
@@ -71,15 +73,17 @@ cdef void gr_free(GhostRing* g) noexcept nogil:
 
 cdef int gr_widen(GhostRing* g) noexcept nogil:
     """Move the ring to 64-bit entries for good (called once, at the first push of a value past
-    32 bits): same ``cap``, every entry at its position, so the table is unchanged.  Aborts if out
-    of memory (a ghost list cannot be dropped silently)."""
+    32 bits): same ``cap``, every entry at its position, so the table is unchanged.  -1 if out of
+    memory: the ring is unchanged and ``nomem`` set (the caller does not push; the owner's cache
+    fails, so no result rests on the id it lost)."""
     cdef int64_t k
     cdef int64_t* ids64
     if g.ids64 != NULL:
         return 0
     ids64 = <int64_t*>malloc(g.cap * sizeof(int64_t))
     if ids64 == NULL:
-        abort()
+        g.nomem[0] = 1
+        return -1
     for k in range(g.cap):
         ids64[k] = g.ids32[k]
     free(g.ids32)
@@ -148,8 +152,8 @@ cdef list gr_ids(const GhostRing* g):
 
 cdef int gr_grow(GhostRing* g) noexcept nogil:
     """Move the live ids, in order, to a ring (of the same width) and table half as large again
-    (positions from 0) and rebuild the table.  Aborts if out of memory (a ghost list cannot be
-    dropped silently)."""
+    (positions from 0) and rebuild the table.  -1 if out of memory: the ring is unchanged (still
+    full) and ``nomem`` set, as in :func:`gr_widen`."""
     cdef int64_t limit = g.limit + g.limit // 2 + 16, cap, k, r = g.tail, w = 0, key
     cdef uint64_t size, h, i
     cdef uint32_t sbits = 1
@@ -165,9 +169,14 @@ cdef int gr_grow(GhostRing* g) noexcept nogil:
     else:
         g.ids32 = <int32_t*>calloc(cap, sizeof(int32_t))
         ring = g.ids32
-    cdef uint32_t* e = <uint32_t*>calloc(size, sizeof(uint32_t))
-    if ring == NULL or e == NULL or sbits > 30 or size > 0xFFFFFFFFULL:
-        abort()
+    cdef uint32_t* e = NULL
+    if ring != NULL and sbits <= 30 and size <= 0xFFFFFFFFULL:
+        e = <uint32_t*>calloc(size, sizeof(uint32_t))
+    if e == NULL:
+        free(ring)
+        g[0] = old
+        g.nomem[0] = 1
+        return -1
     for k in range(old.span):
         key = gr_at(&old, r)
         if key != 0:
@@ -203,9 +212,11 @@ cdef class GhostFIFO:
     """A Python handle on one :c:type:`GhostRing` (tests and checks; policies embed the struct)."""
 
     cdef GhostRing g
+    cdef readonly int nomem
 
     def __cinit__(self, int64_t limit):
-        gr_init(&self.g, limit)
+        self.nomem = 0
+        gr_init(&self.g, limit, &self.nomem)
 
     def __dealloc__(self):
         gr_free(&self.g)
@@ -221,7 +232,8 @@ cdef class GhostFIFO:
         ``second``: stored negated, as ARC stores its B2 ids (:meth:`ids` shows it negated)."""
         if key < 1 or gr_find(&self.g, key) >= 0:
             raise ValueError(f"ghost id must be >= 1 and absent, got {key}")
-        gr_push(&self.g, -key if second else key)
+        if gr_push(&self.g, -key if second else key) < 0:
+            raise MemoryError(f"ghost ring of {self.g.cap} entries: no memory to grow or widen")
 
     def discard(self, int64_t key) -> bool:
         """Take ``key`` out if present (a ghost hit)."""
@@ -279,16 +291,17 @@ cdef class GhostFIFO:
 
 # ---- SlotFIFO ----------------------------------------------------------------------------------
 
-cdef int sf_init(SlotFIFO* f, int64_t hint, int32_t* pos, int32_t pxor=0) except -1:
+cdef int sf_init(SlotFIFO* f, int64_t hint, int32_t* pos, int* nomem, int32_t pxor=0) except -1:
     """An empty FIFO with room for about ``hint`` slots (it grows past them when needed);
     ``pos`` (the caller's, every entry -1) is shared with the policy's other FIFOs, which store
-    ``position ^ pxor`` there (see the struct's NOTE)."""
+    ``position ^ pxor`` there (see the struct's NOTE); ``nomem``: the owner's out-of-memory flag."""
     if hint < 0:
         hint = 0
     f.cap = hint + hint // 4 + 16
     f.head = f.tail = f.span = f.n = 0
     f.pos = pos
     f.pxor = pxor
+    f.nomem = nomem
     f.q = <int32_t*>malloc(f.cap * sizeof(int32_t))
     if f.q == NULL:
         raise MemoryError(f"cannot allocate a FIFO of {hint} slots")
@@ -302,18 +315,24 @@ cdef void sf_free(SlotFIFO* f) noexcept nogil:
 
 cdef int sf_make_room(SlotFIFO* f) noexcept nogil:
     """Called on a full span: slide the live slots to the front of a ring (a new, larger one
-    when more than 3/4 of it is live), in order, and repoint ``pos``.  -1 if out of memory
-    (then the ring is unchanged and full: the caller's push would overrun, so abort)."""
+    when more than 3/4 of it is live), in order, and repoint ``pos``.  Out of memory for the
+    larger ring: compacted in place if that frees an entry; else -1 with the ring unchanged and
+    ``nomem`` set (:func:`sf_push` then keeps the slot off the ring)."""
     cdef int64_t cap = f.cap, r = f.tail, w = 0, k
     cdef int32_t* q = f.q
     cdef int32_t* old = f.q
     cdef int32_t s
-    if f.n * 4 > f.cap * 3:
+    # NOTE: no growth once ``nomem`` is set: a slot kept off the ring records the old ``cap``.
+    if f.n * 4 > f.cap * 3 and not f.nomem[0]:
         cap = f.cap + f.cap // 2 + 16
         q = <int32_t*>malloc(cap * sizeof(int32_t))
         if q == NULL:
-            abort()
-    else:
+            cap = f.cap         # NOTE: exact still, if compacting in place frees an entry
+            q = old
+    if f.n == f.cap and q == old:
+        f.nomem[0] = 1
+        return -1
+    if q == old:
         # NOTE: in place: w never passes r, so no live slot is overwritten before it is read;
         # w counts from the tail and wraps like r.
         w = f.tail

@@ -44,11 +44,12 @@ cdef class ARC(Policy):
             # NOTE: compact here, carrying the scan offsets over (gr_push would lose them); a
             # ring still full then grows in gr_push, keeping the order and the offsets.
             gr_compact(&self.ghost, &self.b1.off, &self.b2.off)
+        # NOTE: counted only if pushed (out of memory it is not: ``nomem``), so a pop never
+        # scans for an id the ring does not hold.
         if second:
-            gr_push(&self.ghost, -block_id)
-            self.b2.n += 1
-        else:
-            gr_push(&self.ghost, block_id)
+            if gr_push(&self.ghost, -block_id) == 0:
+                self.b2.n += 1
+        elif gr_push(&self.ghost, block_id) == 0:
             self.b1.n += 1
 
     cdef inline void _ghost_pop(self, bint second) noexcept nogil:

@@ -51,7 +51,7 @@ cdef class ARC(Policy):
             raise MemoryError(f"cannot allocate an ARC cache of {capacity} slots")
         # NOTE: B2's oldest ids stay long at the ring's tail while B1 pops past them, leaving
         # tombstones: a ring of twice the ids compacts half as often as the default 1.25.
-        gr_init(&self.ghost, capacity + 16, 2 * (capacity + 16))
+        gr_init(&self.ghost, capacity + 16, &self.nomem, 2 * (capacity + 16))
         self.b1.n = self.b1.off = 0
         self.b2.n = self.b2.off = 0
         self.p = 0.0

@@ -143,6 +143,7 @@ cdef class Belady(Policy):
             if k == self.stash_cap:
                 grown = <int32_t*>realloc(self.stash, (2 * self.stash_cap + 64) * sizeof(int32_t))
                 if grown == NULL:
+                    self.nomem = 1
                     break
                 self.stash = grown
                 self.stash_cap = 2 * self.stash_cap + 64

@@ -88,10 +88,11 @@ cdef class BeladyCompute(SampledPolicy):
 
     cdef void _widen(self) noexcept nogil:
         """Move the costs to 64 bits (once).  NOTE: if that allocation fails the costs saturate
-        at INT32_MAX instead (nothing here may raise)."""
+        at INT32_MAX instead (nothing here may raise) and ``nomem`` fails the cache."""
         cdef int64_t i
         cdef int64_t* c64 = <int64_t*>malloc(max(self.capacity, 1) * sizeof(int64_t))
         if c64 == NULL:
+            self.nomem = 1
             return
         for i in range(self.capacity):
             c64[i] = self.cost32[i]

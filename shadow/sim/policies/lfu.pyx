@@ -107,6 +107,7 @@ cdef class LFU(Policy):
         cdef int32_t b, above
         if self.bfree < 0:
             if self._grow() < 0:
+                self.nomem = 1      # NOTE: the cache fails after this request (no raise here)
                 return -1
         b = self.bfree
         self.bfree = self.bup[b]
@@ -180,6 +181,10 @@ cdef class LFU(Policy):
         cdef int32_t b = self.lowest
         if b < 0 or self.bfreq[b] != 1:
             b = self._new_bucket(1, -1)
+            if b < 0:
+                # NOTE: out of memory (``nomem`` set): a bucket exists (only more than 64 in use
+                # make one grow), so join the lowest, whatever its frequency.
+                b = self.lowest
         self._append(b, slot)
         return slot
 

@@ -170,10 +170,12 @@ cdef class PartialNodeRandomCompute(Policy):
 
     cdef void _widen_cost(self, int64_t slot, int64_t c) noexcept nogil:
         """Move the costs to 64 bits (once) and store ``c``.  NOTE: if that allocation fails
-        the cost saturates to int32 instead (nothing here may raise)."""
+        the cost saturates to int32 instead (nothing here may raise) and ``nomem`` fails the
+        cache."""
         cdef int64_t i
         cdef int64_t* c64 = <int64_t*>malloc(max(self.capacity, 1) * sizeof(int64_t))
         if c64 == NULL:
+            self.nomem = 1
             self.s_cost32[slot] = INT32_MAX if c > 0 else INT32_MIN
             return
         for i in range(self.capacity):
@@ -193,7 +195,7 @@ cdef class PartialNodeRandomCompute(Policy):
         the epoch moves at most once per 2**31 of stamp advance, so the pass over the live nodes
         costs nothing per request; a node older than that keeps the stamps in 64 bits from then
         on (+4 B/node).  If that allocation fails the stamp is clamped into 32 bits instead
-        (nothing here may raise)."""
+        (nothing here may raise) and ``nomem`` fails the cache."""
         cdef int64_t i, x, v, lo = stamp, hi = stamp, epoch = self.stamp_epoch
         cdef int32_t* items = self.nodes.items
         cdef uint32_t* s32 = self.n_stamp32
@@ -214,6 +216,7 @@ cdef class PartialNodeRandomCompute(Policy):
             return
         s64 = <int64_t*>malloc(max(self.capacity, 1) * sizeof(int64_t))
         if s64 == NULL:
+            self.nomem = 1
             s32[nd] = 0 if stamp < epoch else UINT32_MAX
             return
         for i in range(self.nodes.n):
@@ -265,7 +268,8 @@ cdef class PartialNodeRandomCompute(Policy):
         if ctx.n_blocks > self.touched_cap:
             grown = <int32_t*>realloc(self.touched, 2 * ctx.n_blocks * sizeof(int32_t))
             if grown == NULL:
-                return      # NOTE: out of memory: no split, no stamp (only recency is lost)
+                self.nomem = 1
+                return      # NOTE: out of memory: no split, no stamp (the cache fails)
             self.touched = grown
             self.touched_cap = ctx.n_blocks
         slots = self.touched + self.touched_cap

@@ -94,11 +94,13 @@ cdef class PartialNodeRandomFreq(PartialNodeRandomCompute):
 
     cdef void _widen_freq(self) noexcept nogil:
         """Move the live nodes' freqs to 64 bits for good.  NOTE: if that allocation fails the
-        freqs stay in 32 bits and this one saturates (nothing here may raise)."""
+        freqs stay in 32 bits and this one saturates (nothing here may raise), and ``nomem``
+        fails the cache."""
         cdef int64_t i
         cdef int32_t x
         cdef int64_t* f64 = <int64_t*>malloc(max(self.capacity, 1) * sizeof(int64_t))
         if f64 == NULL:
+            self.nomem = 1
             return
         for i in range(self.nodes.n):
             x = self.nodes.items[i]

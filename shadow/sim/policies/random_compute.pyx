@@ -356,10 +356,12 @@ cdef class RandomCompute(SampledPolicy):
 
     cdef void _widen(self) noexcept nogil:
         """Move the costs to a 64-bit array for good (once), as belady_compute does.  NOTE: if that
-        allocation fails the costs saturate at the int32 bounds instead (nothing here may raise)."""
+        allocation fails the costs saturate at the int32 bounds instead (nothing here may raise)
+        and ``nomem`` fails the cache."""
         cdef int64_t i
         cdef int64_t* c64 = <int64_t*>shadow_big_malloc(max(self.capacity, 1) * sizeof(int64_t))
         if c64 == NULL:
+            self.nomem = 1
             return
         for i in range(self.capacity):
             c64[i] = self.st[i].cost

@@ -69,9 +69,9 @@ cdef class RandomComputeSmallQueue(RandomCompute):
         self.small_target = <int64_t>(capacity * small_ratio)
         # NOTE: small's ring positions live in the sampling set's ``pos`` (negative there: see
         # SlotFIFO's ``pxor``), not in an array of their own: 4 B/slot saved.
-        sf_init(&self.small, self.small_target, self.dense.pos, INT32_MIN)
+        sf_init(&self.small, self.small_target, self.dense.pos, &self.nomem, INT32_MIN)
         self.ghost_size = <int64_t>(capacity * ghost_ratio)
-        gr_init(&self.ghost, self.ghost_size)
+        gr_init(&self.ghost, self.ghost_size, &self.nomem)
 
     def __dealloc__(self):
         sf_free(&self.small)

@@ -63,9 +63,9 @@ cdef class S3FIFO(Policy):
         if self.freq == NULL or self.in_main == NULL or self.qpos == NULL:
             raise MemoryError(f"cannot allocate an S3FIFO cache of {capacity} slots")
         memset(self.qpos, 0xFF, max(capacity, 1) * sizeof(int32_t))
-        sf_init(&self.small, self.small_size, self.qpos)
-        sf_init(&self.main, self.main_size, self.qpos)
-        gr_init(&self.ghost, self.ghost_size)
+        sf_init(&self.small, self.small_size, self.qpos, &self.nomem)
+        sf_init(&self.main, self.main_size, self.qpos, &self.nomem)
+        gr_init(&self.ghost, self.ghost_size, &self.nomem)
 
     def __dealloc__(self):
         sf_free(&self.small)

@@ -56,7 +56,7 @@ cdef class TwoQ(Policy):
         self.in_am = <uint8_t*>calloc(capacity, sizeof(uint8_t))
         if self.in_am == NULL:
             raise MemoryError(f"cannot allocate a 2Q cache of {capacity} slots")
-        gr_init(&self.aout, self.aout_size)
+        gr_init(&self.aout, self.aout_size, &self.nomem)
         self.deep_prefetch = capacity >= LR_RING_MIN
 
     def __dealloc__(self):
