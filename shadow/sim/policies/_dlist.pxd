@@ -114,6 +114,20 @@ cdef inline int32_t dl_prefetch_walk(const DList* d, const SlotIds* ids,
     return chain_prefetch_walk(d.prev, d.tail, ids, pins)
 
 
+cdef inline void chain_prefetch_victims(const int32_t* link, int32_t s, const SlotMap* table,
+                                        const SlotIds* ids, const uint16_t* pins) noexcept nogil:
+    """For a policy whose next victims are ``s`` and the slots after it along ``link``: start
+    loading the resident-table entries (the delete) of ``s`` and, through
+    :c:func:`chain_prefetch_walk`, of the slot two after it.  Nothing if ``s`` < 0."""
+    cdef int32_t q
+    if s < 0:
+        return
+    slotmap_prefetch(table, sids_get(ids, s))
+    q = chain_prefetch_walk(link, s, ids, pins)
+    if q >= 0:
+        slotmap_prefetch(table, sids_get(ids, q))
+
+
 # ---- LRing: an order of slots kept as an append-only ring with lazy deletion ----
 #
 # NOTE: why: at production cache sizes (128k+ slots) a list's state no longer sits in L2, and

@@ -20,7 +20,7 @@ from libc.stdint cimport int64_t, int32_t
 from libc.stdlib cimport malloc, realloc, free
 
 from shadow.sim.policy cimport Policy, Access
-from shadow.sim.policies._dlist cimport chain_prefetch_walk, LR_RING_MIN
+from shadow.sim.policies._dlist cimport chain_prefetch_victims, LR_RING_MIN
 
 DEFAULTS = ""
 HONOURS_PINS = True
@@ -207,18 +207,11 @@ cdef class LFU(Policy):
         return self._drop_slot(s)
 
     cdef inline void _prefetch_next(self) noexcept nogil:
-        """Start loading the table entries of the next victim (the lowest bucket's front) and,
-        :c:func:`chain_prefetch_walk`, of the one two evictions ahead in that bucket."""
-        cdef int32_t f, q
-        if self.lowest < 0:
-            return
-        f = self.bfront[self.lowest]
-        if f < 0:
-            return
-        self.prefetch(self.slot_id(f))
-        q = chain_prefetch_walk(self.next, f, &self.slot_ids, self.pins)
-        if q >= 0:
-            self.prefetch(self.slot_id(q))
+        """Start loading the table entries of the next victim (the lowest bucket's front) and
+        of the one two evictions ahead in that bucket."""
+        if self.lowest >= 0:
+            chain_prefetch_victims(self.next, self.bfront[self.lowest], &self.table,
+                                   &self.slot_ids, self.pins)
 
     cdef void remove(self, int64_t slot) noexcept nogil:
         self._unlink(slot)

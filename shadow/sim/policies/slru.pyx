@@ -26,7 +26,7 @@ from libc.stdlib cimport calloc, malloc, free
 from shadow.errors import ShadowError
 from shadow.sim.policy cimport Policy, Access
 from shadow.sim.policies._dlist cimport (DList, dl_init, dl_free, dl_push_head, dl_unlink,
-                                         dl_move_head, dl_prefetch_walk, LR_RING_MIN)
+                                         dl_move_head, chain_prefetch_victims, LR_RING_MIN)
 from shadow.sim.policies.s3fifo cimport dl_first_unpinned
 
 DEFAULTS = "n-seg=4"
@@ -106,19 +106,16 @@ cdef class SLRU(Policy):
 
     cdef int64_t evict(self, const Access* acc) noexcept nogil:
         cdef int i
-        cdef int32_t s, q
+        cdef int32_t s
         for i in range(self.n_seg):
             s = dl_first_unpinned(&self.segs[i], self.pins)
             if s >= 0:
                 dl_unlink(&self.segs[i], s)
                 if self.deep_prefetch and i == 0:
                     # NOTE: victims come from segment 0's tail: start loading the table entries
-                    # of the next one and (dl_prefetch_walk) of the one two evictions ahead.
-                    if self.segs[0].tail >= 0:
-                        self.prefetch(self.slot_id(self.segs[0].tail))
-                    q = dl_prefetch_walk(&self.segs[0], &self.slot_ids, self.pins)
-                    if q >= 0:
-                        self.prefetch(self.slot_id(q))
+                    # of the next one and of the one two evictions ahead.
+                    chain_prefetch_victims(self.segs[0].prev, self.segs[0].tail, &self.table,
+                                           &self.slot_ids, self.pins)
                 return self._drop_slot(s)
         for i in range(self.n_seg):
             s = self.segs[i].tail
