@@ -9,35 +9,18 @@ MiB, so the next large allocation (slot ids or a ghost ring widened to 64 bits, 
 grown) fails for real.  The child prints what it saw as JSON; an abort would kill it (SIGABRT).
 """
 
-import json
-import subprocess
-import sys
-
 import pytest
 
 from shadow.sim.registry import is_built
+from tests.oom_support import run_child
 
 _CHILD = r'''
-import ctypes, json, resource, sys
+import json, sys
 import numpy as np
 
-HEADROOM = 8 << 20      # room left for Python itself; every allocation tested is larger
-# NOTE: a fixed mmap threshold (M_MMAP_THRESHOLD = -3): glibc would otherwise raise it as large
-# blocks are freed and serve later ones from freed heap space, which the squeeze cannot see.
-ctypes.CDLL("libc.so.6").mallopt(-3, 128 * 1024)
+from tests.oom_support import fix_mmap_threshold, relax, result, squeeze
 
-
-def vm_bytes():
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmSize:"):
-                return int(line.split()[1]) * 1024
-
-
-def squeeze():
-    saved = resource.getrlimit(resource.RLIMIT_AS)
-    resource.setrlimit(resource.RLIMIT_AS, (vm_bytes() + HEADROOM, saved[1]))
-    return saved
+fix_mmap_threshold()
 
 
 def batch(reqs):
@@ -69,7 +52,7 @@ def loop_case(name, params, capacity, reqs_before, req_big):
     after = batch([[1, 2, 3]])
     saved = squeeze()
     served_big = run.serve_batch(*big, len(reqs_before))
-    resource.setrlimit(resource.RLIMIT_AS, saved)
+    relax(saved)
     served_after = run.serve_batch(*after, len(reqs_before) + 1)
     return {"served_before": served_before, "served_big": served_big,
             "served_after": served_after, "failed": run.failed, "failed_req": run.failed_req,
@@ -97,7 +80,7 @@ def ghost_case(kind):
         error = None
     except MemoryError as e:
         error = str(e)
-    resource.setrlimit(resource.RLIMIT_AS, saved)
+    relax(saved)
     g.check()
     return {"error": error, "nomem": g.nomem, "n_before": n0, "n_after": len(g),
             "cap_before": list(cap0), "cap_after": list(g.capacity), "id_bits": g.id_bits}
@@ -112,7 +95,7 @@ def live_case():
     a = sim.admit([1, 2, 3])
     saved = squeeze()
     sim.release(a, [2**40])
-    resource.setrlimit(resource.RLIMIT_AS, saved)
+    relax(saved)
     sim.release(sim.admit([1, 2, 4]))
     big, small = sim.results()
     return {"errors": [big.error, small.error], "n_req": [big.n_req, small.n_req],
@@ -126,16 +109,12 @@ elif case["kind"] == "loop":
     out = loop_case(case["name"], case["params"], case["capacity"], case["before"], case["big"])
 else:
     out = ghost_case(case["kind"])
-print("RESULT " + json.dumps(out))
+result(out)
 '''
 
 
 def _child(case: dict) -> dict:
-    proc = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(case)],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
-    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")][-1]
-    return json.loads(line[len("RESULT "):])
+    return run_child(_CHILD, case)
 
 
 def _check_failed_cleanly(out: dict, n_before: int) -> None:
