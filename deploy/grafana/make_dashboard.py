@@ -269,11 +269,14 @@ def build() -> dict[str, Any]:
         [target(rate("shadow_recorded_bytes_total", ENGINE_SEL, ENGINE_BY), "{{deployment}} e{{engine}}", "A")],
         "Bps", 0, y))
     panels.append(timeseries(
-        "Recording on, shadow errors",
-        "shadow_recording_enabled is 1 while recording; errors are exceptions caught inside the shadow "
-        "(the engine kept serving).",
+        "Recording on, stopped caches, shadow errors",
+        "shadow_recording_enabled is 1 while recording; stopped caches are shadow caches that failed "
+        "(out of memory, most likely: alert ShadowCacheStopped) and stopped counting; errors are "
+        "exceptions caught inside the shadow (the engine kept serving).",
         [target(f'max by ({ENGINE_BY}) (shadow_recording_enabled{{{ENGINE_SEL}}})',
                 "recording on ({{deployment}} e{{engine}})", "A"),
+         target(f'sum by ({ENGINE_BY}) (max by ({CACHE_BY}) (shadow_cache_stopped{{{CACHE_SEL}}}))',
+                "stopped caches ({{deployment}} e{{engine}})", "C"),
          target(rate("shadow_errors_total", ENGINE_SEL, ENGINE_BY), "errors/s ({{deployment}} e{{engine}})", "B")],
         "short", 12, y))
 

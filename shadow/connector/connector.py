@@ -43,7 +43,7 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (KVConnectorBase_V
 
 from shadow.connector.config import ShadowConfig, parse_extra_config
 from shadow.connector.metrics import (ENGINE_FIELDS, ShadowCollector, ShadowPromMetrics,
-                                      ShadowStats, rows_delta, start_endpoint)
+                                      ShadowStats, rows_delta, start_endpoint, stopped_delta)
 from shadow.connector.worker import (ADMIT, PREEMPT, RELEASE, RESET, CACHE_FIELDS, Prediction,
                                      ShadowWorker)
 from shadow.errors import ShadowError
@@ -304,7 +304,7 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
     def cumulative_payload(self) -> dict[str, Any]:
         """Cumulative counters of this engine (the own endpoint's values)."""
         if self._worker is None:
-            return {"c": {}, "e": {}, "rec": 0, "cap": 0}
+            return {"c": {}, "e": {}, "rec": 0, "cap": 0, "s": {}}
         snap = self._worker.snapshot
         c = self.counters
         rec_req, rec_bytes, worker_err = snap.worker
@@ -316,6 +316,7 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
                   "engine_hit_tokens": c.engine_hit},
             "rec": snap.recording_enabled,
             "cap": self.cfg.engine_blocks,
+            "s": dict(zip(snap.cache_keys, snap.stopped)),
         }
 
     def get_kv_connector_stats(self) -> ShadowStats | None:
@@ -334,6 +335,8 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
             prev = self._last_snap
             rows = rows_delta(snap.cache_keys, snap.caches,
                               None if prev is None else prev.caches)
+            stopped = stopped_delta(snap.cache_keys, snap.stopped,
+                                    None if prev is None else prev.stopped)
             rec_req, rec_bytes, worker_err = snap.worker
             e_now = (c.observed, c.dropped, rec_req, rec_bytes, c.errors + worker_err,
                      c.engine_query, c.engine_hit)
@@ -342,11 +345,12 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
             e = dict(zip(ENGINE_FIELDS, [a - b for a, b in zip(e_now, e_prev)]))
             rec = snap.recording_enabled
             # NOTE: the first payload always goes out, so the gauges appear before traffic
-            if (rec == self._last_rec_sent and e_now == e_prev
+            if (rec == self._last_rec_sent and e_now == e_prev and not stopped
                     and not any(any(r) for r in rows.values())):
                 return None
             self._last_rec_sent = rec
-            return ShadowStats(data={"c": rows, "e": e, "rec": rec, "cap": self.cfg.engine_blocks})
+            return ShadowStats(data={"c": rows, "e": e, "rec": rec, "cap": self.cfg.engine_blocks,
+                                     "s": stopped})
         except Exception as exc:  # noqa: BLE001
             self._error("get_kv_connector_stats", exc)
             return None

@@ -14,10 +14,11 @@ Names and labels are the contract in docs/metrics.md.  Two routes, same series:
 Stats payload (``ShadowStats.data``, plain JSON-able types so it survives vLLM's IPC)::
 
     {"c": {"<policy label>|<capacity>": [12 numbers in CACHE_FIELDS order]},
-     "e": {"observed_requests": n, ...},  "rec": 1 | 0, "cap": engine blocks}
+     "e": {"observed_requests": n, ...},  "rec": 1 | 0, "cap": engine blocks,
+     "s": {"<policy label>|<capacity>": 1 | 0}}
 
 An engine's first payload names every cache; later ones only the caches whose counters moved
-(:func:`rows_delta`).
+(:func:`rows_delta`) and, in ``"s"``, whose stopped state changed (:func:`stopped_delta`).
 """
 
 from __future__ import annotations
@@ -64,6 +65,9 @@ ENGINE_HELP = {
 }
 RECORDING_GAUGE = "shadow_recording_enabled"
 RECORDING_HELP = "1 while the shadow records lcp, 0 after recording was turned off (or never on)."
+STOPPED_GAUGE = "shadow_cache_stopped"
+STOPPED_HELP = ("1 while this shadow cache is stopped (it failed, e.g. out of memory; its counters "
+                "freeze and the log says why), 0 while it serves; a prefix-cache reset restarts it.")
 CAPACITY_GAUGE = "shadow_engine_capacity_blocks"
 CAPACITY_HELP = ("The engine's usable KV block count (without the null block): the capacity_blocks "
                  "label of the fidelity shadow caches.")
@@ -85,7 +89,7 @@ class ShadowStats(KVConnectorStats):
         d = self.data
         if not d:
             return True
-        if any(v for v in d.get("e", {}).values()):
+        if d.get("s") or any(v for v in d.get("e", {}).values()):
             return False
         return not any(any(row) for row in d.get("c", {}).values())
 
@@ -96,7 +100,7 @@ class ShadowStats(KVConnectorStats):
         if not self.data:
             self.data = {"c": {k: list(v) for k, v in o.get("c", {}).items()},
                          "e": dict(o.get("e", {})), "rec": o.get("rec", -1),
-                         "cap": o.get("cap", 0)}
+                         "cap": o.get("cap", 0), "s": dict(o.get("s", {}))}
             return self
         c = self.data.setdefault("c", {})
         for k, row in o.get("c", {}).items():
@@ -109,6 +113,8 @@ class ShadowStats(KVConnectorStats):
             self.data["rec"] = o["rec"]
         if o.get("cap"):
             self.data["cap"] = o["cap"]
+        if o.get("s"):  # a state, not a count: the later interval's value wins
+            self.data.setdefault("s", {}).update(o["s"])
         return self
 
     def reduce(self) -> dict[str, int | float]:
@@ -118,6 +124,9 @@ class ShadowStats(KVConnectorStats):
         for k, row in self.data.get("c", {}).items():
             look = row[ql]
             out[f"{k} prefix_hit_ratio"] = round(row[hl] / look, 4) if look else 0.0
+        for k, v in self.data.get("s", {}).items():
+            if v:
+                out[f"{k} stopped"] = 1
         for k, v in self.data.get("e", {}).items():
             if v:
                 out[k] = v
@@ -135,6 +144,17 @@ def rows_delta(keys: Sequence[str], rows: Sequence[Sequence[float]],
     if prev is None:
         return {k: list(r) for k, r in zip(keys, rows)}
     return {k: [a - b for a, b in zip(r, p)] for k, r, p in zip(keys, rows, prev) if r != p}
+
+
+def stopped_delta(keys: Sequence[str], stopped: Sequence[int],
+                  prev: Sequence[int] | None) -> dict[str, int]:
+    """The ``"s"`` part of a stats payload: every cache's stopped state in the first payload
+    (``prev`` None), then only the caches whose state changed."""
+    if prev is None or len(prev) != len(stopped):
+        return dict(zip(keys, stopped))
+    if stopped == prev:  # NOTE: nearly always (once per published snapshot, engine thread)
+        return {}
+    return {k: v for k, v, p in zip(keys, stopped, prev) if v != p}
 
 
 def _fast_inc(child: Any) -> Callable[[float], None]:
@@ -195,8 +215,8 @@ class ShadowPromMetrics(KVConnectorPromMetrics):
     def __init__(self, vllm_config, metric_types, labelnames: list[str],
                  per_engine_labelvalues: dict[int, list[object]]) -> None:
         super().__init__(vllm_config, metric_types, labelnames, per_engine_labelvalues)
-        names = [f"shadow_{f}" for f in CACHE_FIELDS + ENGINE_FIELDS] + [RECORDING_GAUGE,
-                                                                           CAPACITY_GAUGE]
+        names = [f"shadow_{f}" for f in CACHE_FIELDS + ENGINE_FIELDS] + [
+            RECORDING_GAUGE, CAPACITY_GAUGE, STOPPED_GAUGE]
         _unregister(REGISTRY, names)
         cache_labels = list(labelnames) + ["policy", "capacity_blocks"]
         self._cache = {f: self._counter_cls(name=f"shadow_{f}", documentation=CACHE_HELP[f],
@@ -207,6 +227,8 @@ class ShadowPromMetrics(KVConnectorPromMetrics):
                                     labelnames=list(labelnames), multiprocess_mode="mostrecent")
         self._cap = self._gauge_cls(name=CAPACITY_GAUGE, documentation=CAPACITY_HELP,
                                     labelnames=list(labelnames), multiprocess_mode="mostrecent")
+        self._stopped = self._gauge_cls(name=STOPPED_GAUGE, documentation=STOPPED_HELP,
+                                        labelnames=cache_labels, multiprocess_mode="mostrecent")
         self._children: dict[tuple[int, str], list] = {}
         # engine -> (label values, field -> inc, [last recording gauge, last capacity gauge])
         self._per_engine: dict[int, tuple[list[str], dict, list]] = {}
@@ -229,6 +251,7 @@ class ShadowPromMetrics(KVConnectorPromMetrics):
             base = [str(v) for v in values]
             for key in keys:
                 self._children[(idx, key)] = self._cache_children(base, key)
+                self._stopped.labels(*base, *split_key(key)).set(0)
             self._guessed[idx] = set(keys)
 
     def _cache_children(self, base: list[str], key: str) -> list[Callable[[float], None]]:
@@ -250,9 +273,9 @@ class ShadowPromMetrics(KVConnectorPromMetrics):
         differs from the frontend's estimate, e.g. data-parallel engines of unequal memory)."""
         for key in self._guessed.pop(engine_idx, set()) - set(keys):
             policy, cap = split_key(key)
-            for f in CACHE_FIELDS:
+            for metric in [self._cache[f] for f in CACHE_FIELDS] + [self._stopped]:
                 try:
-                    self._cache[f].remove(*base, policy, cap)
+                    metric.remove(*base, policy, cap)
                 except KeyError:
                     pass
             self._children.pop((engine_idx, key), None)
@@ -279,6 +302,9 @@ class ShadowPromMetrics(KVConnectorPromMetrics):
                     inc = engine_incs.get(f)
                     if inc is not None:
                         inc(v)
+            for key, v in (transfer_stats_data.get("s") or {}).items():
+                # NOTE: rare (every cache in an engine's first payload, then a change of state)
+                self._stopped.labels(*base, *split_key(key)).set(v)
             rec = transfer_stats_data.get("rec", -1)
             if rec is not None and rec >= 0 and rec != last[0]:
                 self._rec.labels(*base).set(rec)
@@ -318,6 +344,11 @@ class ShadowCollector:
         yield g
         g = GaugeMetricFamily(CAPACITY_GAUGE, CAPACITY_HELP, labels=["model_name", "engine"])
         g.add_metric(self._base, float(d.get("cap", 0)))
+        yield g
+        g = GaugeMetricFamily(STOPPED_GAUGE, STOPPED_HELP,
+                              labels=["model_name", "engine", "policy", "capacity_blocks"])
+        for key, v in d.get("s", {}).items():
+            g.add_metric(self._base + list(split_key(key)), float(v))
         yield g
 
 

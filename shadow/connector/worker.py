@@ -74,6 +74,9 @@ class Snapshot:
     caches: tuple[tuple[float, ...], ...]
     worker: tuple[float, ...]
     recording_enabled: int
+    #: per cache, 1 while it is stopped (it failed: out of memory mid-request, say; its counters
+    #: freeze and the log says why), 0 while it serves; a reset starts every cache afresh
+    stopped: tuple[int, ...] = ()
 
 
 def cache_key(label: str, capacity: int) -> str:
@@ -379,7 +382,8 @@ class ShadowWorker:
         if rec is not None:
             self._worker[0], self._worker[1] = rec.n_recorded, rec.bytes_total
         enabled = int(rec is not None and rec.enabled)
-        return Snapshot(self.keys, tuple(rows), tuple(self._worker), enabled)
+        stopped = tuple(1 if r.failed else 0 for r in self._sim.runs)
+        return Snapshot(self.keys, tuple(rows), tuple(self._worker), enabled, stopped)
 
     def _safe(self, fn: Callable[[], Any]) -> None:
         try:

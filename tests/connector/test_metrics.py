@@ -1,6 +1,7 @@
 """The connector-stats path without an engine: the per-step deltas (only the caches whose counters
 moved) add up to the cumulative counters, and ``ShadowPromMetrics.observe`` turns a stream of
-deltas into exactly those totals on real prometheus_client counters."""
+deltas into exactly those totals on real prometheus_client counters; a cache's stopped state
+reaches its gauge on both routes."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from types import SimpleNamespace
 
 from prometheus_client import REGISTRY, Counter, CollectorRegistry
 
-from shadow.connector.metrics import (ENGINE_FIELDS, ShadowPromMetrics, ShadowStats, _fast_inc,
-                                      rows_delta)
+from shadow.connector.metrics import (ENGINE_FIELDS, ShadowCollector, ShadowPromMetrics,
+                                      ShadowStats, _fast_inc, rows_delta, start_endpoint,
+                                      stopped_delta)
 from shadow.connector.worker import CACHE_FIELDS
 
 KEYS = ("vllm|100", "lru|100", "lru|200")
@@ -107,3 +109,83 @@ def test_fast_inc_is_the_counters_own_value():
     w = Wrapper()
     _fast_inc(w)(4)
     assert w.n == 4
+
+
+def test_stopped_delta_names_every_cache_first_then_only_changes():
+    assert stopped_delta(KEYS, (0, 0, 0), None) == dict.fromkeys(KEYS, 0)
+    assert stopped_delta(KEYS, (0, 1, 0), (0, 0, 0)) == {"lru|100": 1}
+    assert stopped_delta(KEYS, (0, 1, 0), (0, 1, 0)) == {}
+    assert stopped_delta(KEYS, (0, 0, 0), (0, 1, 0)) == {"lru|100": 0}   # restarted by a reset
+
+
+def test_stopped_state_aggregates_to_the_latest_and_is_never_empty():
+    st = ShadowStats(data={})
+    st.aggregate(ShadowStats(data={"c": {}, "e": {}, "s": dict.fromkeys(KEYS, 0)}))
+    st.aggregate(ShadowStats(data={"c": {}, "e": {}, "s": {"lru|200": 1}}))
+    assert st.data["s"] == {"vllm|100": 0, "lru|100": 0, "lru|200": 1}
+    # a payload that only says a cache stopped still goes out (its counters did not move)
+    assert not ShadowStats(data={"c": {}, "e": {}, "s": {"lru|200": 1}}).is_empty()
+    assert ShadowStats(data={"c": {}, "e": {}, "s": {}}).is_empty()
+    assert st.reduce()["lru|200 stopped"] == 1 and "lru|100 stopped" not in st.reduce()
+
+
+def test_observe_sets_the_stopped_gauge_per_cache():
+    from prometheus_client import Gauge, Histogram
+
+    types = {Counter: Counter, Gauge: Gauge, Histogram: Histogram}
+    prom = ShadowPromMetrics(_config(), types, ["model_name", "engine"], {0: ["s", 0]})
+
+    def stopped(key):
+        policy, cap = key.split("|")
+        return _value("shadow_cache_stopped", model_name="s", engine="0", policy=policy,
+                      capacity_blocks=cap)
+
+    zero = [[0.0] * len(CACHE_FIELDS) for _ in KEYS]
+    prom.observe({"c": rows_delta(KEYS, zero, None), "e": {},
+                  "s": stopped_delta(KEYS, (0, 0, 0), None)}, 0)
+    assert [stopped(k) for k in KEYS] == [0, 0, 0]
+    prom.observe({"c": {}, "e": {}, "s": stopped_delta(KEYS, (0, 1, 0), (0, 0, 0))}, 0)
+    assert [stopped(k) for k in KEYS] == [0, 1, 0]
+    prom.observe({"c": {}, "e": {}, "s": {}}, 0)          # no news keeps the state
+    assert [stopped(k) for k in KEYS] == [0, 1, 0]
+    prom.observe({"c": {}, "e": {}, "s": stopped_delta(KEYS, (0, 0, 0), (0, 1, 0))}, 0)
+    assert [stopped(k) for k in KEYS] == [0, 0, 0]
+
+
+def test_guessed_series_include_the_stopped_gauge_and_wrong_guesses_go():
+    """The frontend creates every cache's series up front from the configuration; an engine
+    that reports other capacities has the guessed ones removed, the stopped gauge with them."""
+    from prometheus_client import Gauge, Histogram
+
+    types = {Counter: Counter, Gauge: Gauge, Histogram: Histogram}
+    ktc = SimpleNamespace(kv_connector_extra_config={"policies": ["lru"],
+                                                     "capacity_factors": [1]})
+    cfg = SimpleNamespace(kv_transfer_config=ktc,
+                          cache_config=SimpleNamespace(num_gpu_blocks=101, block_size=16))
+    prom = ShadowPromMetrics(cfg, types, ["model_name", "engine"], {0: ["g", 0]})
+    labels = {"model_name": "g", "engine": "0", "policy": "lru"}
+    assert _value("shadow_cache_stopped", capacity_blocks="100", **labels) == 0
+    assert _value("shadow_requests_total", capacity_blocks="100", **labels) == 0
+    row = [1.0] + [0.0] * (len(CACHE_FIELDS) - 1)
+    prom.observe({"c": {"lru|90": row}, "e": {}, "s": {"lru|90": 0}}, 0)
+    assert _value("shadow_cache_stopped", capacity_blocks="100", **labels) is None
+    assert _value("shadow_requests_total", capacity_blocks="100", **labels) is None
+    assert _value("shadow_cache_stopped", capacity_blocks="90", **labels) == 0
+    assert _value("shadow_requests_total", capacity_blocks="90", **labels) == 1
+
+
+def test_own_endpoint_serves_the_stopped_gauge():
+    """The connector's own endpoint (a real HTTP server on a free port, scraped over HTTP)."""
+    from tests.vllm_support import free_port, http_get, parse_prometheus
+
+    payload = {"c": {k: [0.0] * len(CACHE_FIELDS) for k in KEYS}, "e": {}, "rec": 0, "cap": 100,
+               "s": {"vllm|100": 0, "lru|100": 1, "lru|200": 0}}
+    port = free_port()
+    server = start_endpoint("127.0.0.1", port, ShadowCollector(lambda: payload, "m", "0"))
+    try:
+        m = parse_prometheus(http_get(f"http://127.0.0.1:{port}/metrics"))
+    finally:
+        server.shutdown()
+    got = {(dict(k[1])["policy"], dict(k[1])["capacity_blocks"]): v
+           for k, v in m.items() if k[0] == "shadow_cache_stopped"}
+    assert got == {("vllm", "100"): 0, ("lru", "100"): 1, ("lru", "200"): 0}

@@ -55,7 +55,8 @@ def _wait_metrics(url: str, ready, timeout_s: float = 30.0):
 
 def _assert_every_series_at_zero(vllm_url: str, own_url: str, cap: str) -> None:
     """Right after start-up, before any request: every counter of every policy x capacity label
-    set exists at 0 on both endpoints (so rate() windows that start at start-up agree)."""
+    set exists at 0 on both endpoints (so rate() windows that start at start-up agree), and so
+    does every cache's stopped gauge (none is stopped)."""
     from shadow.connector.metrics import ENGINE_FIELDS
     from shadow.connector.worker import CACHE_FIELDS
 
@@ -67,6 +68,9 @@ def _assert_every_series_at_zero(vllm_url: str, own_url: str, cap: str) -> None:
                       for k, v in m.items() if k[0] == f"shadow_{f}_total"}
             assert set(series) == want, (where, f, sorted(series))
             assert all(v == 0 for v in series.values()), (where, f, series)
+        stopped = {(dict(k[1])["policy"], dict(k[1])["capacity_blocks"]): v
+                   for k, v in m.items() if k[0] == "shadow_cache_stopped"}
+        assert stopped == dict.fromkeys(want, 0.0), (where, stopped)
         for f in ENGINE_FIELDS:
             series = [v for k, v in m.items() if k[0] == f"shadow_{f}_total"]
             assert series == [0.0], (where, f, series)
@@ -136,6 +140,7 @@ def test_openai_server_metrics_recording_and_kill_9(tmp_path):
         assert metric_sum(m, "shadow_recording_enabled") == 1
         assert metric_sum(m, "shadow_dropped_requests_total") == 0
         assert metric_sum(m, "shadow_errors_total") == 0
+        assert metric_sum(m, "shadow_cache_stopped") == 0     # every cache still serving
 
         # the own endpoint (engine-core process, 127.0.0.1): same names, cumulative values
         own = _wait_metrics(own_url,

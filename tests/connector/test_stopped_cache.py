@@ -1,0 +1,96 @@
+"""A live shadow cache that stops (out of memory) stops alone, and says so.
+
+Through the real worker, interner and Simulator: the engine has run long enough that the
+interner's ids (which only grow) pass 2**31 - 1, so each shadow cache widens its slot ids to 64
+bits when the next new block arrives: 32 MiB for a 4M-slot cache, with no memory left for it (a
+real ``RLIMIT_AS`` in a child process, tests/oom_support.py).  That cache stops: its stopped
+state turns 1 in the worker's snapshot (``shadow_cache_stopped``), its counters freeze, the log
+says why once; the small cache and the worker go on; a prefix-cache reset starts it afresh.
+"""
+
+from __future__ import annotations
+
+from tests.oom_support import run_child
+
+_CHILD = r'''
+import logging, sys
+from tests.oom_support import fix_mmap_threshold, relax, result, squeeze
+
+fix_mmap_threshold()
+
+from shadow.connector.config import parse_extra_config
+from shadow.connector.metrics import stopped_delta
+from shadow.connector.worker import ADMIT, CACHE_FIELDS, RELEASE, RESET, ShadowWorker
+
+logs = []
+
+
+class Keep(logging.Handler):
+    def emit(self, record):
+        logs.append(record.getMessage())
+
+
+logging.getLogger("shadow").addHandler(Keep())
+B = 4
+cfg = parse_extra_config({"policies": ["lru"], "capacity_factors": [],
+                          "capacities": [64, 4 << 20]}, block_size=B, engine_blocks=64)
+w = ShadowWorker(cfg, start=False)
+
+
+def request(rid, names):
+    hashes = [f"h:{n}".encode() for n in names]
+    w.submit((ADMIT, rid, hashes, len(names) * B, 0, False, 1.0))
+    w.submit_control((RELEASE, rid, [], 1, 2.0, len(names) * B, 0))
+    assert w.flush()
+
+
+def state():
+    snap = w.snapshot
+    requests = CACHE_FIELDS.index("requests")
+    return {"stopped": list(snap.stopped), "requests": [r[requests] for r in snap.caches],
+            "hits": [r[CACHE_FIELDS.index("block_hits")] for r in snap.caches],
+            "errors": snap.worker[2]}
+
+
+request("a", ["p1", "p2", "p3"])
+out = {"before": state()}
+# NOTE: stands for about 2**31 distinct blocks seen over days: the next new hash gets id 2**31
+w.interner._next_id = 2**31
+prev = w.snapshot.stopped
+saved = squeeze()
+request("b", ["p1", "p2", "x"])
+relax(saved)
+out["after_failure"] = state()
+out["delta"] = stopped_delta(w.keys, w.snapshot.stopped, prev)
+request("c", ["p1", "p2"])
+request("d", ["p1", "q"])
+out["later"] = state()
+w.submit_control((RESET,))
+request("e", ["p1", "p2"])
+out["after_reset"] = state()
+w.stop()
+out["logs"] = [m for m in logs if "out of memory" in m]
+result(out)
+'''
+
+
+def test_a_cache_out_of_memory_stops_alone_and_shows_as_stopped():
+    out = run_child(_CHILD, {})
+    # caches in key order: lru|64, lru|4194304 (the big one)
+    assert out["before"] == {"stopped": [0, 0], "requests": [1, 1], "hits": [0, 0], "errors": 0}
+    failed = out["after_failure"]
+    assert failed["stopped"] == [0, 1]
+    assert out["delta"] == {"lru|4194304": 1}
+    # the big cache counts the request it could not finish (its figures stop there); the
+    # small one served it whole (p1, p2 hit)
+    assert failed["requests"] == [2, 2] and failed["hits"] == [2, 2]
+    assert failed["errors"] == 0            # nothing raised: the worker never saw an exception
+    later = out["later"]
+    assert later["stopped"] == [0, 1]
+    assert later["requests"] == [4, 2]      # counting on / frozen
+    # c and d look up one block each (p1): vLLM's match leaves out a whole last block
+    assert later["hits"] == [2 + 1 + 1, 2]
+    assert out["after_reset"]["stopped"] == [0, 0]
+    assert out["after_reset"]["requests"] == [5, 3]   # counters carry over a reset
+    assert len(out["logs"]) == 1 and "lru cache 4194304" in out["logs"][0]
+    assert "request 1 needed" in out["logs"][0]
