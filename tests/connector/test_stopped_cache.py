@@ -10,6 +10,7 @@ says why once; the small cache and the worker go on; a prefix-cache reset starts
 
 from __future__ import annotations
 
+from shadow.connector.metrics import stopped_delta
 from tests.oom_support import run_child
 
 _CHILD = r'''
@@ -19,7 +20,6 @@ from tests.oom_support import fix_mmap_threshold, relax, result, squeeze
 fix_mmap_threshold()
 
 from shadow.connector.config import parse_extra_config
-from shadow.connector.metrics import stopped_delta
 from shadow.connector.worker import ADMIT, CACHE_FIELDS, RELEASE, RESET, ShadowWorker
 
 logs = []
@@ -61,7 +61,7 @@ saved = squeeze()
 request("b", ["p1", "p2", "x"])
 relax(saved)
 out["after_failure"] = state()
-out["delta"] = stopped_delta(w.keys, w.snapshot.stopped, prev)
+out["keys"], out["prev"] = list(w.keys), list(prev)
 request("c", ["p1", "p2"])
 request("d", ["p1", "q"])
 out["later"] = state()
@@ -80,7 +80,9 @@ def test_a_cache_out_of_memory_stops_alone_and_shows_as_stopped():
     assert out["before"] == {"stopped": [0, 0], "requests": [1, 1], "hits": [0, 0], "errors": 0}
     failed = out["after_failure"]
     assert failed["stopped"] == [0, 1]
-    assert out["delta"] == {"lru|4194304": 1}
+    # what the next stats payload carries: only the change
+    assert stopped_delta(out["keys"], tuple(failed["stopped"]), tuple(out["prev"])) == {
+        "lru|4194304": 1}
     # the big cache counts the request it could not finish (its figures stop there); the
     # small one served it whole (p1, p2 hit)
     assert failed["requests"] == [2, 2] and failed["hits"] == [2, 2]
