@@ -102,6 +102,10 @@ class _SimAdapter:
                         r.n_eviction, r.n_self_eviction])
         return out
 
+    def counted(self) -> list[int]:
+        """Per cache, the admissions it has counted (served or skipped); a stopped cache's stays."""
+        return [r.n_req + r.n_req_skipped for r in self.runs]
+
     def holds(self, block_id: int) -> bool:
         """Whether any shadow cache holds ``block_id`` (the interner keeps such ids)."""
         for r in self.runs:
@@ -288,6 +292,7 @@ class ShadowWorker:
                     self._preempt(lb, *ev[1:])
             except Exception as exc:  # noqa: BLE001 - one bad event must not stop the shadow
                 self._error(f"event {ev[0]}", exc)
+        counted0 = self._sim.counted()
         try:
             self._sim.sim.serve_live(lb)
         except Exception as exc:  # noqa: BLE001
@@ -296,11 +301,16 @@ class ShadowWorker:
         b = self.block_size
         keys = self.keys
         tok = self._tok
+        # NOTE: a cache counts the batch's admissions in order until it stops (then none); its
+        # token counters follow its block counters, so they freeze with them.
+        left = [a - c for a, c in zip(self._sim.counted(), counted0)]
         for req_id, adm, n_ids, n_match, num_tokens, engine_hit, preempted in admitted:
             pref = adm.prefix_hits
             for i, tk in enumerate(tok):
-                tk[0] += num_tokens
-                tk[1] += pref[i] * b
+                if left[i] > 0:
+                    left[i] -= 1
+                    tk[0] += num_tokens
+                    tk[1] += pref[i] * b
             if self._log_predictions:
                 self.predictions.append(Prediction(
                     req_id, num_tokens, n_ids, n_match, engine_hit, preempted,

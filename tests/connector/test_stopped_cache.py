@@ -4,8 +4,8 @@ Through the real worker, interner and Simulator: the engine has run long enough 
 interner's ids (which only grow) pass 2**31 - 1, so each shadow cache widens its slot ids to 64
 bits when the next new block arrives: 32 MiB for a 4M-slot cache, with no memory left for it (a
 real ``RLIMIT_AS`` in a child process, tests/oom_support.py).  That cache stops: its stopped
-state turns 1 in the worker's snapshot (``shadow_cache_stopped``), its counters freeze, the log
-says why once; the small cache and the worker go on; a prefix-cache reset starts it afresh.
+state turns 1 in the worker's snapshot (``shadow_cache_stopped``), its counters (tokens
+included) freeze, the log says why once; the small cache and the worker go on; a prefix-cache reset starts it afresh.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ def state():
     requests = CACHE_FIELDS.index("requests")
     return {"stopped": list(snap.stopped), "requests": [r[requests] for r in snap.caches],
             "hits": [r[CACHE_FIELDS.index("block_hits")] for r in snap.caches],
+            "query_tokens": [r[CACHE_FIELDS.index("query_tokens")] for r in snap.caches],
             "errors": snap.worker[2]}
 
 
@@ -77,7 +78,8 @@ result(out)
 def test_a_cache_out_of_memory_stops_alone_and_shows_as_stopped():
     out = run_child(_CHILD, {})
     # caches in key order: lru|64, lru|4194304 (the big one)
-    assert out["before"] == {"stopped": [0, 0], "requests": [1, 1], "hits": [0, 0], "errors": 0}
+    assert out["before"] == {"stopped": [0, 0], "requests": [1, 1], "hits": [0, 0],
+                             "query_tokens": [12, 12], "errors": 0}
     failed = out["after_failure"]
     assert failed["stopped"] == [0, 1]
     # what the next stats payload carries: only the change
@@ -86,13 +88,16 @@ def test_a_cache_out_of_memory_stops_alone_and_shows_as_stopped():
     # the big cache counts the request it could not finish (its figures stop there); the
     # small one served it whole (p1, p2 hit)
     assert failed["requests"] == [2, 2] and failed["hits"] == [2, 2]
+    assert failed["query_tokens"] == [24, 24]   # tokens follow the requests counted
     assert failed["errors"] == 0            # nothing raised: the worker never saw an exception
     later = out["later"]
     assert later["stopped"] == [0, 1]
     assert later["requests"] == [4, 2]      # counting on / frozen
+    assert later["query_tokens"] == [40, 24]
     # c and d look up one block each (p1): vLLM's match leaves out a whole last block
     assert later["hits"] == [2 + 1 + 1, 2]
     assert out["after_reset"]["stopped"] == [0, 0]
     assert out["after_reset"]["requests"] == [5, 3]   # counters carry over a reset
+    assert out["after_reset"]["query_tokens"] == [48, 32]
     assert len(out["logs"]) == 1 and "lru cache 4194304" in out["logs"][0]
     assert "request 1 needed" in out["logs"][0]
