@@ -150,7 +150,7 @@ def stopped_delta(keys: Sequence[str], stopped: Sequence[int],
                   prev: Sequence[int] | None) -> dict[str, int]:
     """The ``"s"`` part of a stats payload: every cache's stopped state in the first payload
     (``prev`` None), then only the caches whose state changed."""
-    if prev is None or len(prev) != len(stopped):
+    if prev is None:
         return dict(zip(keys, stopped))
     if stopped == prev:  # NOTE: nearly always (once per published snapshot, engine thread)
         return {}

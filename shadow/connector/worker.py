@@ -76,7 +76,7 @@ class Snapshot:
     recording_enabled: int
     #: per cache, 1 while it is stopped (it failed: out of memory mid-request, say; its counters
     #: freeze and the log says why), 0 while it serves; a reset starts every cache afresh
-    stopped: tuple[int, ...] = ()
+    stopped: tuple[int, ...]
 
 
 def cache_key(label: str, capacity: int) -> str:
@@ -377,6 +377,7 @@ class ShadowWorker:
         # NOTE: runs after every drained batch, so it reads the caches' counters directly (no
         # intermediate lists) and adds the pre-reset base only once a reset has happened.
         rows = []
+        stopped = []
         tok = self._tok
         base = self._base if self._has_base else None
         for i, r in enumerate(self._sim.runs):
@@ -388,12 +389,12 @@ class ShadowWorker:
                 b = base[i]
                 row = tuple(v + b[j] if j not in (8, 9) else v for j, v in enumerate(row))
             rows.append(row)
+            stopped.append(1 if r.failed else 0)
         rec = self.recorder
         if rec is not None:
             self._worker[0], self._worker[1] = rec.n_recorded, rec.bytes_total
         enabled = int(rec is not None and rec.enabled)
-        stopped = tuple(1 if r.failed else 0 for r in self._sim.runs)
-        return Snapshot(self.keys, tuple(rows), tuple(self._worker), enabled, stopped)
+        return Snapshot(self.keys, tuple(rows), tuple(self._worker), enabled, tuple(stopped))
 
     def _safe(self, fn: Callable[[], Any]) -> None:
         try:
