@@ -60,7 +60,8 @@ class Prediction:
     n_match: int
     engine_hit_tokens: int
     preempted: bool
-    #: cache key (``policy|capacity``) -> first-miss hit tokens (what vLLM would reuse)
+    #: cache key (``policy|capacity``) -> first-miss hit tokens (what vLLM would reuse); a cache
+    #: that made no prediction for the request (stopped: it failed earlier) is not listed
     prefix_hit_tokens: dict[str, int] = field(default_factory=dict)
     #: cache key -> gap-spanning hit blocks
     hit_blocks: dict[str, int] = field(default_factory=dict)
@@ -306,15 +307,20 @@ class ShadowWorker:
         left = [a - c for a, c in zip(self._sim.counted(), counted0)]
         for req_id, adm, n_ids, n_match, num_tokens, engine_hit, preempted in admitted:
             pref = adm.prefix_hits
+            counted = []
             for i, tk in enumerate(tok):
                 if left[i] > 0:
                     left[i] -= 1
                     tk[0] += num_tokens
                     tk[1] += pref[i] * b
+                    counted.append(i)
             if self._log_predictions:
+                # NOTE: only the caches that counted this admission predict for it: a stopped
+                # cache's 0 would read as "no hit" where it made no prediction at all.
+                hits = adm.hits
                 self.predictions.append(Prediction(
                     req_id, num_tokens, n_ids, n_match, engine_hit, preempted,
-                    dict(zip(keys, [x * b for x in pref])), dict(zip(keys, adm.hits))))
+                    {keys[i]: pref[i] * b for i in counted}, {keys[i]: hits[i] for i in counted}))
         rec = self.recorder
         for args in finished:
             if rec is not None and rec.enabled:

@@ -5,7 +5,7 @@ interner's ids (which only grow) pass 2**31 - 1, so each shadow cache widens its
 bits when the next new block arrives: 32 MiB for a 4M-slot cache, with no memory left for it (a
 real ``RLIMIT_AS`` in a child process, tests/oom_support.py).  That cache stops: its stopped
 state turns 1 in the worker's snapshot (``shadow_cache_stopped``), its counters (tokens
-included) freeze, the log says why once; the small cache and the worker go on; a prefix-cache reset starts it afresh.
+included) freeze and it leaves the prediction log, the log says why once; the small cache and the worker go on; a prefix-cache reset starts it afresh.
 """
 
 from __future__ import annotations
@@ -69,6 +69,8 @@ out["later"] = state()
 w.submit_control((RESET,))
 request("e", ["p1", "p2"])
 out["after_reset"] = state()
+out["predicted"] = {p.request_id: sorted(p.prefix_hit_tokens) for p in w.predictions}
+out["predicted_hits"] = {p.request_id: p.hit_blocks for p in w.predictions}
 w.stop()
 out["logs"] = [m for m in logs if "out of memory" in m]
 result(out)
@@ -99,5 +101,11 @@ def test_a_cache_out_of_memory_stops_alone_and_shows_as_stopped():
     assert out["after_reset"]["stopped"] == [0, 0]
     assert out["after_reset"]["requests"] == [5, 3]   # counters carry over a reset
     assert out["after_reset"]["query_tokens"] == [48, 32]
+    # the prediction log lists a cache only for the requests it counted: not the stopped one
+    # for c and d (its 0 would read as a predicted miss)
+    both = ["lru|4194304", "lru|64"]
+    assert out["predicted"] == {"a": both, "b": both, "c": ["lru|64"], "d": ["lru|64"],
+                                "e": both}
+    assert out["predicted_hits"]["c"] == {"lru|64": 1}
     assert len(out["logs"]) == 1 and "lru cache 4194304" in out["logs"][0]
     assert "request 1 needed" in out["logs"][0]
