@@ -183,6 +183,30 @@ def test_batched_differential_prefix_order(trace, capacity):
     assert_same("random_compute", "n-sample=4,evict-batch=4", capacity, trace, True, "prefix-order")
 
 
+@pytest.mark.parametrize("name", ["random_compute", "random_compute_small_queue", "belady_compute"])
+@pytest.mark.parametrize("params", ["n-sample=16,evict-batch=4", "n-sample=128,evict-batch=8",
+                                    "n-sample=5,evict-batch=1,seed=3"])
+def test_draws_past_pinned_blocks_in_several_rounds(name, params):
+    # NOTE: the draws go in rounds (as many attempts as draws are missing, then the next round
+    # for the ones that landed on pinned blocks): each request holds 56 blocks the reference
+    # says are resident (pinned by their hits) and brings 4 new ones, so 4 of the 8 unpinned go,
+    # most draws are redrawn and some samples run out of attempts (4 x n-sample) and take the
+    # scan.  Which 4 go depends on every draw, so one attempt too many or too few shows in the
+    # resident set and the hits.
+    trace = [list(range(1, 65))]
+    for k in range(30):
+        res = _resident_after(name, params, 64, trace)
+        start = (5 * k) % (len(res) - 55)
+        trace.append(res[start:start + 56] + list(range(1000 + 4 * k, 1004 + 4 * k)))
+    assert_same(name, params, 64, trace, True)
+
+
+def _resident_after(name, params, capacity, trace):
+    """The reference's resident ids after ``trace`` (pins on, deepest first)."""
+    *_, ref = run_batched(name, params, capacity, trace, pin=True)
+    return sorted(b for b in {x for r in trace for x in r} if ref.policy.find(b))
+
+
 def test_bad_parameters_are_clear_errors():
     from shadow.errors import ShadowError
 

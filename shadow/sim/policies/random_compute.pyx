@@ -145,11 +145,23 @@ cdef class SampledPolicy(Policy):
         return 0.0
 
     cdef int64_t _draw_slots(self) noexcept nogil:
-        """Fill ``cand`` with one sample of slots; return its size (0 only if empty)."""
+        """Fill ``cand`` with one sample of slots; return its size (0 only if empty).
+
+        NOTE: the draws go in rounds of two passes: the first makes a round's draw indices (the
+        rng alone) and starts loading their ``items`` entries; the second reads them, tests the
+        pins and starts loading the score inputs.  At production sizes every ``items`` read is a
+        cache miss, and in one pass each waited behind the rng and pin work of the draws before
+        it.  Same draws and decisions: a round makes as many attempts as draws are still missing
+        (so it never makes one the one-pass loop would not), in the same order; the indices wait
+        in the part of ``cand`` not filled yet (the draw at ``cand[nc0 + j]`` is read before any
+        accepted draw is written at ``cand[nc]``, ``nc <= nc0 + j``).
+        """
         cdef int64_t nc = 0, attempts = 0, limit = 4 * self.n_sample, n_sample = self.n_sample, i
-        cdef int64_t s
+        cdef int64_t s, j, k, nc0
         cdef Dense* d = &self.dense
         cdef int32_t* cand = self.cand
+        cdef const int32_t* items = d.items
+        cdef uint64_t n_items = <uint64_t>d.n
         cdef const uint16_t* pins = self.pins
         cdef const uint64_t* pinbits = self.pinbits
         cdef uint64_t rng = self.rng
@@ -159,34 +171,40 @@ cdef class SampledPolicy(Policy):
         cdef int64_t pf2_stride = self.pf2_stride
         if d.n == 0:
             return 0
-        if self.n_pinned == 0:
-            # NOTE: nothing is pinned (a request with no hit, or pins off): no draw is discarded,
-            # so the sample is the first n_sample attempts and ``pins`` (a random load per draw,
-            # a third of a draw's cache misses at 512k slots) need not be read.
-            for nc in range(n_sample):
-                s = d.items[<int64_t>(((rng_next(&rng) >> 32) * <uint64_t>d.n) >> 32)]
+        # NOTE: the rng state lives in a local so that the loops keep it in a register.
+        while nc < n_sample and attempts < limit:
+            nc0 = nc
+            k = min(n_sample - nc, limit - attempts)
+            for j in range(k):
+                i = <int64_t>(((rng_next(&rng) >> 32) * n_items) >> 32)
+                cand[nc0 + j] = <int32_t>i
+                __builtin_prefetch(&items[i])
+            attempts += k
+            if self.n_pinned == 0:
+                # NOTE: nothing is pinned (a request with no hit, or pins off): no draw is
+                # discarded and ``pins`` (a random load per draw) need not be read.
+                for j in range(k):
+                    s = items[cand[nc0 + j]]
+                    cand[nc0 + j] = <int32_t>s
+                    if pf_base != NULL:
+                        __builtin_prefetch(pf_base + s * pf_stride)
+                    if pf2_base != NULL:
+                        __builtin_prefetch(pf2_base + s * pf2_stride)
+                nc = nc0 + k
+                continue
+            for j in range(k):
+                s = items[cand[nc0 + j]]
+                # NOTE: the pin bitmap, not ``pins``: 64 KiB at 512k slots, in L2 (pins: 1 MiB).
+                if (pinbits[s >> 6] >> (s & 63)) & 1:
+                    continue
                 cand[nc] = <int32_t>s
+                nc += 1
                 if pf_base != NULL:
+                    # NOTE: the draws are independent: start loading the score inputs now so
+                    # that the loads overlap instead of each waiting in the scoring loop.
                     __builtin_prefetch(pf_base + s * pf_stride)
                 if pf2_base != NULL:
                     __builtin_prefetch(pf2_base + s * pf2_stride)
-            self.rng = rng
-            return n_sample
-        # NOTE: the rng state lives in a local so that the loop keeps it in a register.
-        while nc < n_sample and attempts < limit:
-            attempts += 1
-            s = d.items[<int64_t>(((rng_next(&rng) >> 32) * <uint64_t>d.n) >> 32)]
-            # NOTE: the pin bitmap, not ``pins``: 64 KiB at 512k slots, in L2 (pins: 1 MiB).
-            if (pinbits[s >> 6] >> (s & 63)) & 1:
-                continue
-            cand[nc] = <int32_t>s
-            nc += 1
-            if pf_base != NULL:
-                # NOTE: the draws are independent: start loading the score inputs now so that
-                # the loads overlap instead of each waiting in the scoring loop.
-                __builtin_prefetch(pf_base + s * pf_stride)
-            if pf2_base != NULL:
-                __builtin_prefetch(pf2_base + s * pf2_stride)
         self.rng = rng
         if nc == 0:
             # NOTE: every draw was pinned: look for unpinned blocks in population order, and only
