@@ -309,3 +309,48 @@ def metric_sum(parsed: Mapping[tuple[str, tuple], float], name: str, **labels: s
         if n == name and all(dict(lab).get(k) == val for k, val in labels.items()):
             total += v
     return total
+
+
+# ---------------------------------------------------------------------------------------------
+# The engine's block pool against the shadow's
+# ---------------------------------------------------------------------------------------------
+
+def engine_block_pool(llm):
+    """vLLM's ``BlockPool`` of an in-process engine, or None where this vLLM lays it out otherwise."""
+    try:
+        return llm.llm_engine.engine_core.engine_core.scheduler.kv_cache_manager.block_pool
+    except AttributeError:
+        return None
+
+
+def compare_pools(pool, conn, key: str) -> str:
+    """'' when the shadow ``vllm`` cache ``key`` is the engine's block pool, block for block.
+
+    Compared: which hashes are cached and in which physical blocks (copies included, oldest
+    first), and the whole free queue (physical ids from the next block allocated on, and the
+    hashes its cached blocks hold).  Engine keys are hash + 4 bytes of group id; the shadow's
+    ids map back to hashes through the connector's interner.
+    """
+    from vllm.v1.core.kv_cache_utils import KVCacheBlock
+
+    worker = conn._worker
+    shadow = conn.pool(key)
+    h2id = dict(worker.interner._old)
+    h2id.update(worker.interner._cur)
+    engine_cached: dict[int, list[int]] = {}
+    for k, v in pool.cached_block_hash_to_block._cache.items():
+        blocks = [v] if isinstance(v, KVCacheBlock) else list(v.values())
+        engine_cached[h2id.get(k[:-4], -1)] = [b.block_id for b in blocks]
+    shadow_cached = shadow.cached_blocks()
+    if engine_cached != shadow_cached:
+        only_e = {h: c for h, c in engine_cached.items() if shadow_cached.get(h) != c}
+        only_s = {h: c for h, c in shadow_cached.items() if engine_cached.get(h) != c}
+        return f"cached blocks differ: engine {only_e}, shadow {only_s}"
+    free = pool.free_block_queue.get_all_free_blocks()
+    engine_free = [b.block_id for b in free]
+    if engine_free != shadow.free_blocks():
+        return f"free queue differs: engine {engine_free}, shadow {shadow.free_blocks()}"
+    engine_queue = [h2id.get(b.block_hash[:-4], -1) for b in free if b.block_hash is not None]
+    if engine_queue != shadow.free_queue():
+        return f"eviction order differs: engine {engine_queue}, shadow {shadow.free_queue()}"
+    return ""

@@ -17,11 +17,13 @@ Scheduler-side flow (engine-core process, one instance per engine / DP rank):
 
 * ``get_num_new_matched_tokens(req, local_hit)``: remember the engine's block-aligned local hit
   (may repeat; idempotent).
-* ``update_state_after_alloc``: the request is admitted: copy its prompt block hashes and queue
-  an admission (the worker matches, allocates and pins in every shadow cache).
-* ``build_connector_meta``: preempted requests release their pins.
+* ``update_state_after_alloc``: the request is admitted: copy its block hashes into this
+  step's admissions.
+* ``build_connector_meta``: queue the step (:class:`shadow.connector.worker.Step`): the running
+  requests' growth (references to the scheduler output's lists), the preemptions and the
+  admissions, which the worker replays in vLLM's order.
 * ``request_finished*``: queue a release with the blocks of generated tokens (hashed by vLLM up
-  to ``num_computed_tokens``), then the worker unpins and records the request.
+  to ``num_computed_tokens``), then the worker frees and records the request.
 
 Every hook catches its exceptions, counts them in ``shadow_errors_total`` and logs once; nothing
 raises into the engine.  Bad configuration raises :class:`shadow.errors.ShadowError` from the
@@ -44,8 +46,8 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (KVConnectorBase_V
 from shadow.connector.config import ShadowConfig, parse_extra_config
 from shadow.connector.metrics import (ENGINE_FIELDS, ShadowCollector, ShadowPromMetrics,
                                       ShadowStats, rows_delta, start_endpoint, stopped_delta)
-from shadow.connector.worker import (ADMIT, PREEMPT, RELEASE, RESET, CACHE_FIELDS, Prediction,
-                                     ShadowWorker)
+from shadow.connector.worker import (ADMIT, RELEASE, RESET, STEP, CACHE_FIELDS, Prediction,
+                                     ShadowWorker, Step)
 from shadow.errors import ShadowError
 from shadow.sim.simulator import partial_tail_blocks
 
@@ -110,6 +112,8 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
         self._local_hit: dict[str, int] = {}
         # request id -> (request, number of block hashes admitted)
         self._inflight: dict[str, tuple[Any, int]] = {}
+        # this step's admissions (ADMIT tuples + the live hash list), queued with the step
+        self._step_adm: list[tuple] = []
         self._dropped_ids: set[str] = set()
         self._logged: set[str] = set()
         self._stats_lock = threading.Lock()
@@ -224,31 +228,61 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
                 c.engine_hit += local_hit
             if rid in self._dropped_ids:
                 return
-            if self._worker.submit((ADMIT, rid, hashes, num_tokens, local_hit, preempted,
-                                    request.arrival_time)):
-                self._inflight[rid] = (request, len(hashes))
-            else:
-                c.dropped += 1
-                self._dropped_ids.add(rid)
+            # NOTE: queued with the step (build_connector_meta), which knows the tokens
+            # scheduled and, for a step with preemptions, what vLLM did before admitting
+            self._step_adm.append((ADMIT, rid, hashes, num_tokens, local_hit, preempted,
+                                   request.arrival_time, request.block_hashes, local_hit))
+            self._inflight[rid] = (request, len(hashes))
         except Exception as exc:  # noqa: BLE001
             self._error("update_state_after_alloc", exc)
 
     def build_connector_meta(self, scheduler_output: "SchedulerOutput") -> KVConnectorMetadata:
         if self._shadow_on:
             try:
-                preempted = getattr(scheduler_output, "preempted_req_ids", None)
-                if preempted:
-                    for rid in preempted:
-                        st = self._inflight.pop(rid, None)
-                        if st is None:
-                            continue
-                        req, n_adm = st
-                        n_full = max(req.num_tokens - 1, 0) // self.block_size
-                        self._worker.submit_control((PREEMPT, rid, req.block_hashes[n_adm:n_full],
-                                                     0))
+                self._queue_step(scheduler_output)
             except Exception as exc:  # noqa: BLE001
+                self._step_adm = []
                 self._error("build_connector_meta", exc)
         return _EMPTY_META
+
+    def _queue_step(self, so: "SchedulerOutput") -> None:
+        """Queue what this step did to the KV cache (one event; O(preemptions + admissions)).
+
+        NOTE: the running requests travel as references to the scheduler output's own lists
+        (fresh each step, never changed after it is built); the worker reads them.
+        """
+        adm = self._step_adm
+        sched = so.num_scheduled_tokens
+        cached = so.scheduled_cached_reqs
+        pre = []
+        preempted = getattr(so, "preempted_req_ids", None)
+        if preempted:
+            for rid in preempted:
+                st = self._inflight.pop(rid, None)
+                if st is None:
+                    continue
+                req, n_adm = st
+                n_full = max(req.num_tokens - 1, 0) // self.block_size
+                pre.append((rid, req.block_hashes[n_adm:n_full], 0))
+        if not (adm or pre or cached.req_ids):
+            return
+        if adm:
+            self._step_adm = []
+            worker = self._worker
+            if len(worker.queue) >= worker.maxsize:
+                # NOTE: a full queue drops the step's admissions (and later their releases);
+                # growth and preemptions of admitted requests still go (or pins would leak)
+                c = self.counters
+                for a in adm:
+                    c.dropped += 1
+                    self._dropped_ids.add(a[1])
+                    self._inflight.pop(a[1], None)
+                adm = []
+            else:
+                # the tokens scheduled this step end where the admission's allocation ends
+                adm = [a[:8] + (a[8] + sched.get(a[1], 0),) for a in adm]
+        self._worker.submit_control((STEP, Step(cached.req_ids, cached.num_computed_tokens,
+                                                cached.resumed_req_ids, sched, pre, adm)))
 
     def request_finished(self, request: "Request",
                          block_ids: list[int]) -> tuple[bool, dict[str, Any] | None]:
@@ -281,7 +315,7 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
             self._worker.submit_control((RELEASE, rid, decode, request.num_output_tokens,
                                          time.time(), request.num_prompt_tokens,
                                          partial_tail_blocks(n_comp, max(n_full, n_adm),
-                                                            self.block_size)))
+                                                            self.block_size), n_comp))
         except Exception as exc:  # noqa: BLE001
             self._error("request_finished", exc)
 
@@ -290,6 +324,7 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
             return None
         try:
             self._inflight.clear()
+            self._step_adm = []
             self._worker.submit_control((RESET,))
             return True
         except Exception as exc:  # noqa: BLE001
@@ -378,6 +413,32 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
     def predictions(self) -> list[Prediction]:
         """The bounded in-memory log of per-request shadow predictions (oldest first)."""
         return list(self._worker.predictions) if self._worker is not None else []
+
+    def prediction(self, request_id: str) -> Prediction | None:
+        """The prediction made when ``request_id`` was first admitted, or None if not logged.
+
+        ``request_id`` is vLLM's internal id or the caller's own (vLLM 0.32 appends ``-`` and 8
+        characters to it).  A preempted request is admitted again and logged again (with
+        ``preempted`` True); the first admission is the one vLLM reports as
+        ``RequestOutput.num_cached_tokens``, so that is the entry returned.
+        """
+        for p in self.predictions():
+            if not p.preempted and (p.request_id == request_id
+                                    or p.request_id.rsplit("-", 1)[0] == request_id):
+                return p
+        return None
+
+    def pool(self, key: str):
+        """The live :class:`shadow.sim.vllm_pool.VllmBlockPool` of ``vllm`` cache ``key``
+        (``"vllm|<capacity>"``), for reading its state in process after :meth:`flush`."""
+        if self._worker is None:
+            raise KeyError(key)
+        from shadow.sim.vllm_pool import VllmBlockPool
+
+        run = self._worker._sim.runs[list(self._worker.keys).index(key)]
+        if not isinstance(run, VllmBlockPool):
+            raise KeyError(f"{key} is not a vllm cache")
+        return run
 
     @property
     def cache_keys(self) -> tuple[str, ...]:

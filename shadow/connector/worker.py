@@ -37,8 +37,15 @@ from shadow.sim.simulator import LiveBatch
 logger = logging.getLogger(__name__)
 
 # Event kinds (first element of each queued tuple).
-ADMIT, RELEASE, PREEMPT, RESET, CALL = range(5)
-_SIM_EVENTS = (ADMIT, RELEASE, PREEMPT)
+#: ``(ADMIT, req_id, hashes, num_tokens, engine_hit, preempted, t_arrival_s)``: a whole
+#: request admitted (its prompt computed in one go); ``(RELEASE, req_id, decode_hashes,
+#: n_output, t_done_s, input_length, n_anon_final[, num_computed_tokens])``: it finished;
+#: ``(PREEMPT, req_id, decode_hashes, n_anon_final)``; ``(STEP, Step)``: one scheduler step
+#: (see :class:`Step`); ``(RESET,)``; ``(CALL, fn)``: a barrier that calls ``fn``.
+ADMIT, RELEASE, PREEMPT, RESET, CALL, STEP = range(6)
+_SIM_EVENTS = (ADMIT, RELEASE, PREEMPT, STEP)
+#: The policy whose live caches are vLLM's physical block pool (shadow.sim.vllm_pool).
+POOL_POLICY = "vllm"
 #: Events served per ``Simulator.serve_live`` call (and per counter snapshot).
 BATCH_MAX = 256
 
@@ -67,6 +74,31 @@ class Prediction:
     hit_blocks: dict[str, int] = field(default_factory=dict)
 
 
+@dataclass
+class Step:
+    """What one scheduler step did to the KV cache, as the connector saw it.
+
+    vLLM's ``Scheduler.schedule`` first grows the running requests in running order
+    (preempting from the back of that order when a step does not fit), then admits waiting
+    requests (only in a step without preemptions).  The worker replays it in that order.
+
+    * ``running_ids`` / ``running_computed``: the scheduled running requests in order
+      (``SchedulerOutput.scheduled_cached_reqs``: ids and ``num_computed_tokens`` before the
+      step; requests in ``resumed_ids`` are admissions, listed in ``admissions``);
+    * ``scheduled``: request id -> tokens scheduled this step (``num_scheduled_tokens``);
+    * ``preempted``: ``(req_id, decode_hashes)`` of the requests preempted in this step;
+    * ``admissions``: ADMIT tuples of the requests admitted this step, in admission order,
+      each followed by the request's live block-hash list (read for blocks that fill later).
+    """
+
+    running_ids: Sequence[str]
+    running_computed: Sequence[int]
+    resumed_ids: Any
+    scheduled: dict[str, int]
+    preempted: list[tuple[str, list]]
+    admissions: list[tuple]
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """Cumulative worker-side counters at one moment (immutable; swapped by reference)."""
@@ -84,35 +116,73 @@ def cache_key(label: str, capacity: int) -> str:
     return f"{label}|{capacity}"
 
 
-class _SimAdapter:
-    """The few Simulator facts the worker reads, kept in one place (the live API of shadow.sim)."""
+class _Caches:
+    """Every shadow cache of one configuration, in configuration order (``keys``).
 
-    def __init__(self, cfg: ShadowConfig, sim_factory: Callable[[ShadowConfig], Any] | None):
+    ``vllm`` caches are :class:`shadow.sim.vllm_pool.VllmBlockPool` objects (vLLM's physical
+    pool, duplicates included, driven step by step); every other policy runs in one
+    :class:`shadow.sim.Simulator` through its live API.  ``runs[i]`` has the counter attributes
+    of either kind.  ``engine_pool`` is the pool at the engine's own capacity that places each
+    step's preemptions (one is kept, unreported, when the configuration has none).
+    """
+
+    def __init__(self, cfg: ShadowConfig) -> None:
+        from shadow.sim import CacheSpec, Simulator
+        from shadow.sim.cost import parse_cost_model
+        from shadow.sim.vllm_pool import VllmBlockPool
+
         self.cfg = cfg
-        self.sim = (sim_factory or make_simulator)(cfg)
-        self.runs = list(_runs_of(self.sim))
-        if len(self.runs) != len(cfg.caches):
-            raise RuntimeError(f"simulator has {len(self.runs)} caches, expected "
-                               f"{len(cfg.caches)}")
+        cost = parse_cost_model(cfg.cost_model).cost
+        self.runs: list[Any] = [None] * len(cfg.caches)
+        self.pools: list[tuple[int, VllmBlockPool]] = []
+        self.loop_idx: list[int] = []
+        specs = []
+        for i, (p, c) in enumerate(cfg.caches):
+            if p.name == POOL_POLICY and not p.params:
+                pool = VllmBlockPool(c, cfg.block_size, cost)
+                self.runs[i] = pool
+                self.pools.append((i, pool))
+            else:
+                self.loop_idx.append(i)
+                specs.append(CacheSpec(p.name, c, p.params))
+        self.sim = None
+        if specs:
+            self.sim = Simulator(specs, cost_model=cfg.cost_model, pin=cfg.pin, verify=False,
+                                 trace_name=f"live engine {cfg.engine_id} dp{cfg.dp_rank}")
+            for i, run in zip(self.loop_idx, self.sim.runs):
+                self.runs[i] = run
+        engine = [pool for _i, pool in self.pools if pool.capacity == cfg.engine_blocks]
+        self.engine_pool = engine[0] if engine else VllmBlockPool(cfg.engine_blocks,
+                                                                  cfg.block_size)
+        #: pools that follow every event: the reported ones, plus the hidden engine pool
+        self.all_pools = [pool for _i, pool in self.pools]
+        if not engine:
+            self.all_pools.append(self.engine_pool)
 
     def counters(self) -> list[list[float]]:
-        out = []
-        for r in self.runs:
-            out.append([r.n_req, r.n_req_skipped, r.n_blocks, r.n_hits, r.n_prefix_hits,
-                        r.total_cost, r.saved_cost, r.prefix_saved_cost, 0.0, 0.0,
-                        r.n_eviction, r.n_self_eviction])
-        return out
+        return [[r.n_req, r.n_req_skipped, r.n_blocks, r.n_hits, r.n_prefix_hits,
+                 r.total_cost, r.saved_cost, r.prefix_saved_cost, 0.0, 0.0,
+                 r.n_eviction, r.n_self_eviction] for r in self.runs]
 
     def counted(self) -> list[int]:
-        """Per cache, the admissions it has counted (served or skipped); a stopped cache's stays."""
-        return [r.n_req + r.n_req_skipped for r in self.runs]
+        """Per simulator cache, the admissions it has counted (served or skipped)."""
+        return [self.runs[i].n_req + self.runs[i].n_req_skipped for i in self.loop_idx]
 
     def holds(self, block_id: int) -> bool:
         """Whether any shadow cache holds ``block_id`` (the interner keeps such ids)."""
         for r in self.runs:
-            if r.policy.py_find(block_id) >= 0:
+            if isinstance(r, _pool_type()):
+                if r.holds(block_id):
+                    return True
+            elif r.policy.py_find(block_id) >= 0:
                 return True
-        return False
+        return self.engine_pool.holds(block_id)
+
+
+def _pool_type():
+    from shadow.sim.vllm_pool import VllmBlockPool
+
+    return VllmBlockPool
 
 
 def lower_thread_priority(increment: int) -> None:
@@ -136,24 +206,10 @@ def lower_thread_priority(increment: int) -> None:
         logger.info("shadow worker: cannot lower its priority (%s); running at normal priority", exc)
 
 
-def _runs_of(sim: Any) -> Sequence[Any]:
-    return sim.runs
-
-
-def make_simulator(cfg: ShadowConfig) -> Any:
-    """The live Simulator for ``cfg``: every policy at every capacity, pinned, verified."""
-    from shadow.sim import CacheSpec, Simulator
-
-    specs = [CacheSpec(p.name, c, p.params) for p, c in cfg.caches]
-    return Simulator(specs, cost_model=cfg.cost_model, pin=cfg.pin, verify=False,
-                     trace_name=f"live engine {cfg.engine_id} dp{cfg.dp_rank}")
-
-
 class ShadowWorker:
     """Owns the queue, the thread, the simulator, the interner, the recorder and the counters."""
 
     def __init__(self, cfg: ShadowConfig, *, recorder: Any = None,
-                 sim_factory: Callable[[ShadowConfig], Any] | None = None,
                  start: bool = True) -> None:
         self.cfg = cfg
         self.block_size = cfg.block_size
@@ -162,8 +218,7 @@ class ShadowWorker:
         self.queue: deque = deque()
         self._wake = threading.Event()
         self._stop = False
-        self._sim_factory = sim_factory
-        self._sim = _SimAdapter(cfg, sim_factory)
+        self._sim = _Caches(cfg)
         self.keys = tuple(cache_key(p.label, c) for p, c in cfg.caches)
         self.interner = BlockInterner(cfg.id_horizon_s, is_held=self._holds)
         self.recorder = recorder
@@ -271,11 +326,13 @@ class ShadowWorker:
         self.snapshot = self._make_snapshot()
 
     def _serve(self, events: list) -> None:
-        """Admissions, releases and preemptions of ``events``: one ``serve_live`` for them all.
+        """Admissions, releases, preemptions and steps of ``events``, in order.
 
-        NOTE: interning, the in-flight table and the live batch follow the events' order, so the
-        shadow caches see exactly the sequence a request-at-a-time loop would; what needs the
-        caches' answers (predictions, token counters, the recording) is done after serving.
+        NOTE: the pools (``vllm`` caches) follow each event at once; the simulator's caches get
+        one ``serve_live`` for the whole batch.  Interning, the in-flight table and the live
+        batch follow the events' order, so every cache sees exactly the sequence a
+        request-at-a-time loop would; what needs the simulator's answers (predictions, token
+        counters, the recording) is done after serving.
         """
         if not events:
             return
@@ -285,7 +342,9 @@ class ShadowWorker:
         for ev in events:
             try:
                 kind = ev[0]
-                if kind == ADMIT:
+                if kind == STEP:
+                    self._step(lb, admitted, ev[1])
+                elif kind == ADMIT:
                     self._admit(lb, admitted, *ev[1:])
                 elif kind == RELEASE:
                     self._release(lb, finished, *ev[1:])
@@ -293,34 +352,47 @@ class ShadowWorker:
                     self._preempt(lb, *ev[1:])
             except Exception as exc:  # noqa: BLE001 - one bad event must not stop the shadow
                 self._error(f"event {ev[0]}", exc)
-        counted0 = self._sim.counted()
-        try:
-            self._sim.sim.serve_live(lb)
-        except Exception as exc:  # noqa: BLE001
-            self._error("serve_live", exc)
-            return
+        caches = self._sim
+        counted0 = caches.counted()
+        if caches.sim is not None and len(lb):
+            try:
+                caches.sim.serve_live(lb)
+            except Exception as exc:  # noqa: BLE001
+                self._error("serve_live", exc)
+                return
         b = self.block_size
         keys = self.keys
         tok = self._tok
-        # NOTE: a cache counts the batch's admissions in order until it stops (then none); its
-        # token counters follow its block counters, so they freeze with them.
-        left = [a - c for a, c in zip(self._sim.counted(), counted0)]
-        for req_id, adm, n_ids, n_match, num_tokens, engine_hit, preempted in admitted:
-            pref = adm.prefix_hits
-            counted = []
-            for i, tk in enumerate(tok):
-                if left[i] > 0:
-                    left[i] -= 1
+        loop_idx = caches.loop_idx
+        # NOTE: a simulator cache counts the batch's admissions in order until it stops (then
+        # none); its token counters follow its block counters, so they freeze with them.
+        left = [a - c for a, c in zip(caches.counted(), counted0)]
+        for (req_id, adm, n_ids, n_match, num_tokens, engine_hit, preempted,
+             pool_hits) in admitted:
+            pref = adm.prefix_hits if adm is not None else ()
+            hits = adm.hits if adm is not None else ()
+            counted: list[tuple[int, int, int]] = []   # (cache index, prefix hits, hits)
+            for j, i in enumerate(loop_idx):
+                if left[j] > 0:
+                    left[j] -= 1
+                    counted.append((i, pref[j], hits[j]))
+            for i, res in pool_hits:
+                counted.append((i, res[2], res[1]) if res is not None else (i, 0, 0))
+            if not preempted:
+                # NOTE: like vLLM's prefix-cache stats, re-admissions after a preemption are
+                # left out of the token counters (the engine's side excludes them too).
+                for i, ph, _h in counted:
+                    tk = tok[i]
                     tk[0] += num_tokens
-                    tk[1] += pref[i] * b
-                    counted.append(i)
+                    tk[1] += ph * b
             if self._log_predictions:
                 # NOTE: only the caches that counted this admission predict for it: a stopped
                 # cache's 0 would read as "no hit" where it made no prediction at all.
-                hits = adm.hits
+                counted.sort()
                 self.predictions.append(Prediction(
                     req_id, num_tokens, n_ids, n_match, engine_hit, preempted,
-                    {keys[i]: pref[i] * b for i in counted}, {keys[i]: hits[i] for i in counted}))
+                    {keys[i]: ph * b for i, ph, _h in counted},
+                    {keys[i]: h for i, _ph, h in counted}))
         rec = self.recorder
         for args in finished:
             if rec is not None and rec.enabled:
@@ -329,11 +401,61 @@ class ShadowWorker:
                 except Exception as exc:  # noqa: BLE001
                     self._error("recorder.write", exc)
 
+    def _step(self, lb: LiveBatch, admitted: list, st: Step) -> None:
+        """One scheduler step, replayed in vLLM's order (see :class:`Step`).
+
+        NOTE: vLLM frees a preempted request's blocks in the middle of growing the running
+        requests, at the first one whose growth does not fit.  The connector learns only which
+        requests were preempted, so the engine-capacity pool decides where: before growing a
+        request it frees the next preempted one (FCFS: from the back of the running order)
+        while the growth does not fit; what is left is freed after the running requests.
+        """
+        inflight = self.inflight
+        pre = st.preempted
+        if len(pre) > 1:
+            order = {rid: k for k, rid in enumerate(inflight)}
+            pre = sorted(pre, key=lambda p: order.get(p[0], -1), reverse=True)
+        pre = list(pre)
+        engine = self._sim.engine_pool
+        sched = st.scheduled
+        resumed = st.resumed_ids
+        for rid, computed in zip(st.running_ids, st.running_computed):
+            if resumed and rid in resumed:
+                continue
+            end = computed + sched.get(rid, 0)
+            if pre:
+                need = engine.blocks_needed(rid, end)
+                while pre and need > engine.num_free:
+                    self._preempt(lb, *pre.pop(0))
+            self._grow(rid, end)
+        for p in pre:
+            self._preempt(lb, *p)
+        for adm in st.admissions:
+            self._admit(lb, admitted, *adm[1:])
+
+    def _grow(self, req_id: str, end: int) -> None:
+        """A running request scheduled up to ``end`` tokens: the pools allocate and cache."""
+        st = self.inflight.get(req_id)
+        if st is None or end <= st[6]:
+            return
+        ids = st[1]
+        n_full = end // self.block_size
+        live = st[5]
+        if n_full > len(ids) and live is not None:
+            ids.extend(self.interner.intern(live[len(ids):n_full]))
+        st[6] = end
+        for pool in self._sim.all_pools:
+            pool.grow(req_id, end)
+
     def _admit(self, lb: LiveBatch, admitted: list, req_id: str, hashes: list, num_tokens: int,
-               engine_hit: int, preempted: bool, t_arrival_s: float) -> None:
+               engine_hit: int, preempted: bool, t_arrival_s: float,
+               live_hashes: list | None = None, end: int | None = None) -> None:
         old = self.inflight.pop(req_id, None)
         if old is not None:  # a re-admission whose preemption we did not see: release first
-            lb.release(old[0], [], 0)
+            if old[0] is not None:
+                lb.release(old[0], [], 0)
+            for pool in self._sim.all_pools:
+                pool.free(req_id)
         ids = self.interner.intern(hashes)
         b = self.block_size
         n_match = len(ids)
@@ -341,29 +463,65 @@ class ShadowWorker:
             # NOTE: vLLM always recomputes the last prompt token and stops at the first miss, so
             # a hit is at most floor((N-1)/B) blocks (kv_cache_manager.get_computed_blocks).
             n_match = min(n_match, max(num_tokens - 1, 0) // b)
-        n_anon = 1 if num_tokens % b else 0  # the partial tail block: held, never reusable
-        adm = lb.admit(ids, n_match=n_match, n_anonymous=n_anon, timestamp_s=t_arrival_s)
-        self.inflight[req_id] = (adm, ids, t_arrival_s, num_tokens, preempted)
-        admitted.append((req_id, adm, len(ids), n_match, num_tokens, engine_hit, preempted))
+        adm = None
+        if self._sim.sim is not None:
+            n_anon = 1 if num_tokens % b else 0  # the partial tail block: held, never reusable
+            adm = lb.admit(ids, n_match=n_match, n_anonymous=n_anon, timestamp_s=t_arrival_s)
+        # NOTE: without a step the whole prompt is computed at admission (ADMIT events)
+        end_tok = num_tokens if end is None else end
+        pool_ids = list(ids)
+        pool_hits = []
+        for i, pool in self._sim.pools:
+            pool_hits.append((i, pool.admit(req_id, pool_ids, num_tokens, end_tok,
+                                            count=not preempted)))
+        engine = self._sim.engine_pool
+        if len(self._sim.all_pools) > len(self._sim.pools):
+            engine.admit(req_id, pool_ids, num_tokens, end_tok, count=not preempted)
+        # in flight: [admission, ids (admitted, then blocks grown), t_arrival, num_tokens,
+        #             preempted, live hash list, tokens allocated so far, admitted ids]
+        self.inflight[req_id] = [adm, pool_ids, t_arrival_s, num_tokens, preempted, live_hashes,
+                                 end_tok, len(ids)]
+        admitted.append((req_id, adm, len(ids), n_match, num_tokens, engine_hit, preempted,
+                         pool_hits))
 
     def _release(self, lb: LiveBatch, finished: list, req_id: str, decode_hashes: list,
-                 n_output: int, t_done_s: float, input_length: int, n_anon_final: int = 0) -> None:
+                 n_output: int, t_done_s: float, input_length: int, n_anon_final: int = 0,
+                 num_computed_tokens: int | None = None) -> None:
         st = self.inflight.pop(req_id, None)
         if st is None:
-            return  # never admitted (aborted while waiting) or reset meanwhile
-        adm, ids, t_arrival_s, _num_tokens, _preempted = st
+            return  # never admitted (aborted while waiting), preempted, or reset meanwhile
+        adm, pool_ids, t_arrival_s = st[0], st[1], st[2]
         dec = self.interner.intern(decode_hashes) if decode_hashes else []
-        lb.release(adm, dec, n_anon_final)
+        if adm is not None:
+            lb.release(adm, dec, n_anon_final)
+        b = self.block_size
+        n_adm = st[7]
+        full = pool_ids[:n_adm] + dec
+        if len(pool_ids) < len(full):
+            pool_ids.extend(full[len(pool_ids):])
+        # NOTE: the request ends holding ceil(num_computed_tokens / B) blocks, its full ones
+        # cached; a pool that followed its steps has them already (growing is idempotent)
+        if num_computed_tokens is None:
+            end = len(full) * b + (1 if n_anon_final else 0)
+        else:
+            end = num_computed_tokens
+        for pool in self._sim.all_pools:
+            if end > st[6]:
+                pool.grow(req_id, end)
+            pool.free(req_id)
         if self.recorder is not None:
-            finished.append((t_arrival_s, t_done_s, input_length, n_output, ids + dec))
+            finished.append((t_arrival_s, t_done_s, input_length, n_output, full))
 
     def _preempt(self, lb: LiveBatch, req_id: str, decode_hashes: list,
                  n_anon_final: int = 0) -> None:
         st = self.inflight.pop(req_id, None)
         if st is None:
             return
-        dec = self.interner.intern(decode_hashes) if decode_hashes else []
-        lb.release(st[0], dec, n_anon_final)
+        if st[0] is not None:
+            dec = self.interner.intern(decode_hashes) if decode_hashes else []
+            lb.release(st[0], dec, n_anon_final)
+        for pool in self._sim.all_pools:
+            pool.free(req_id)
 
     def _reset(self) -> None:
         """Empty every shadow cache (vLLM's reset_prefix_cache with reset_external)."""
@@ -372,7 +530,12 @@ class ShadowWorker:
             for j, v in enumerate(row):
                 self._base[i][j] += v
         self._has_base = True
-        self._sim = _SimAdapter(self.cfg, self._sim_factory)
+        old = self._sim
+        self._sim = _Caches(self.cfg)
+        for (_i, new), (_j, prev) in zip(self._sim.pools, old.pools):
+            new.keep_free_order(prev)
+        if self._sim.engine_pool not in [p for _i, p in self._sim.pools]:
+            self._sim.engine_pool.keep_free_order(old.engine_pool)
         self.inflight.clear()
 
     def _holds(self, block_id: int) -> bool:

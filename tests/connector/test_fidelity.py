@@ -17,8 +17,9 @@ import sys
 import numpy as np
 import pytest
 
-from tests.vllm_support import (BLOCK_SIZE, REPO_ROOT, inprocess_llm, random_token_ids,
-                                tiny_model_path, vllm_available)
+from tests.vllm_support import (BLOCK_SIZE, REPO_ROOT, compare_pools, engine_block_pool,
+                                inprocess_llm, random_token_ids, tiny_model_path,
+                                vllm_available)
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow,
               pytest.mark.skipif(not vllm_available(), reason="vllm is not installed")]
@@ -68,7 +69,7 @@ def test_shadow_vllm_policy_reproduces_engine_hits(tmp_path):
         cap = conn.cfg.engine_blocks
         assert cap == NUM_BLOCKS - 1
         key = f"vllm|{cap}"
-        pool = _engine_block_pool(llm)
+        pool = engine_block_pool(llm)
         state_diffs = []
         for i, (kind, k, new, max_tokens) in enumerate(_workload()):
             if kind == "turn":
@@ -84,7 +85,7 @@ def test_shadow_vllm_policy_reproduces_engine_hits(tmp_path):
             lengths.append(len(prompt))
             if pool is not None:
                 assert conn.flush()
-                diff = _compare_state(pool, conn, key)
+                diff = compare_pools(pool, conn, key)
                 if diff:
                     state_diffs.append((i, diff))
         assert conn.flush()
@@ -133,39 +134,6 @@ def test_shadow_vllm_policy_reproduces_engine_hits(tmp_path):
     r = offline.results()[0]
     assert (r.n_req, r.n_req_skipped, r.n_unexpected_eviction) == (len(engine_hits), 0, 0)
     assert r.n_prefix_hits * BLOCK_SIZE == sum(engine_hits)
-
-
-def _engine_block_pool(llm):
-    """vLLM's BlockPool of an in-process engine, or None where this vLLM lays it out otherwise."""
-    try:
-        return llm.llm_engine.engine_core.engine_core.scheduler.kv_cache_manager.block_pool
-    except AttributeError:
-        return None
-
-
-def _compare_state(pool, conn, key: str) -> str:
-    """'' when the shadow cache ``key`` holds the engine's cached blocks in its free-queue order.
-
-    Engine side: the hashes in ``cached_block_hash_to_block`` (a key is the hash + 4 bytes of
-    group id) and the hashed blocks of the free queue from the next victim on; shadow side: the
-    resident ids and ``VLLM.free_queue()``, both mapped to hashes through the connector's interner.
-    """
-    worker = conn._worker
-    run = worker._sim.runs[list(conn.cache_keys).index(key)]
-    h2id = dict(worker.interner._old)
-    h2id.update(worker.interner._cur)
-    engine_ids = {h2id.get(k[:-4], -1) for k in pool.cached_block_hash_to_block._cache}
-    engine_queue = [h2id.get(b.block_hash[:-4], -1)
-                    for b in pool.free_block_queue.get_all_free_blocks()
-                    if b.block_hash is not None]
-    shadow_ids = set(run.policy.resident_ids())
-    shadow_queue = run.policy.free_queue()
-    if engine_ids != shadow_ids:
-        return (f"cached blocks differ: engine only {sorted(engine_ids - shadow_ids)}, "
-                f"shadow only {sorted(shadow_ids - engine_ids)}")
-    if engine_queue != shadow_queue:
-        return f"eviction order differs: engine {engine_queue}, shadow {shadow_queue}"
-    return ""
 
 
 def replay_like_vllm(path: str, capacity: int) -> list[int]:

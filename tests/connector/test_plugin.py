@@ -73,4 +73,4 @@ def test_multiconnector_child_by_name_observes_the_engine():
         preds = conns[0].predictions()
     assert [o.num_cached_tokens for o in outs] == [0, 96]
     key = f"vllm|{conns[0].cfg.engine_blocks}"
-    assert [p.prefix_hit_tokens[key] for p in preds] == [0, 96]
+    assert [p.prefix_hit_tokens[key] for p in preds] == [0, 96], [(p.request_id, p.preempted, p.num_tokens) for p in preds]
