@@ -180,6 +180,62 @@ def test_openai_server_metrics_recording_and_kill_9(tmp_path):
             assert sum(b.n_requests for b in tr) > 0
 
 
+def test_openai_server_resends_and_concurrency_keep_fidelity():
+    """The same prompts sent twice one at a time, then twice more 16 at a time (the engine
+    preempts): the shadow ``vllm`` cache at the engine's capacity counts exactly the engine's
+    hit and query tokens on vLLM's /metrics, so ``shadow:vllm_fidelity_error:rate5m`` (the
+    difference of the two ratios, deploy/prometheus/rules.yml) is 0 and ShadowFidelityDrift
+    cannot fire."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    own_port = free_port()
+    extra = {"policies": ["vllm"], "capacity_factors": [1], "metrics_port": own_port}
+    sys_a = random_token_ids(96, seed=31)   # block-aligned: a full hit recomputes its last block
+    prompts = [sys_a + random_token_ids(k, seed=400 + k) for k in (0, 5, 32, 40, 64, 77)]
+    prompts += [random_token_ids(130 + 9 * i, seed=500 + i) for i in range(10)]
+    args = ["--kv-transfer-config", _ktc(extra), "--num-gpu-blocks-override", str(NUM_BLOCKS),
+            "--served-model-name", "tiny", "--max-model-len", "1024"]
+    cap = str(NUM_BLOCKS - 1)
+    with start_openai_server(tiny_model_path(), extra_args=args) as url:
+        own_url = f"http://127.0.0.1:{own_port}/metrics"
+
+        def send(p):
+            body = {"model": "tiny", "prompt": p, "max_tokens": 40, "ignore_eos": True,
+                    "temperature": 0.0}
+            http_post_json(url + "/v1/completions", body)
+
+        for _ in range(2):
+            for p in prompts:
+                send(p)
+        with ThreadPoolExecutor(16) as ex:
+            for _ in range(2):
+                list(ex.map(send, prompts))
+        n = 4 * len(prompts)
+        # NOTE: shadow deltas reach vLLM's /metrics with the engine's next step: wait for the
+        # worker (own endpoint), then one more request carries everything before it
+        _wait_metrics(own_url, lambda o: metric_sum(o, "shadow_requests_total") == n)
+        send(prompts[0])
+
+        def ready(m):
+            return metric_sum(m, "shadow_observed_requests_total") == n + 1 == metric_sum(
+                m, "shadow_requests_total", policy="vllm", capacity_blocks=cap)
+
+        m = _wait_metrics(url + "/metrics", ready)
+        assert ready(m), {k: v for k, v in m.items() if k[0].startswith("shadow_")}
+        hits = metric_sum(m, "vllm:prefix_cache_hits_total")
+        queries = metric_sum(m, "vllm:prefix_cache_queries_total")
+        assert hits > 0
+        assert metric_sum(m, "vllm:num_preemptions_total") > 0, "no preemption: pool too large"
+        shadow_hits = metric_sum(m, "shadow_prefix_hit_tokens_total", policy="vllm",
+                                 capacity_blocks=cap)
+        shadow_queries = metric_sum(m, "shadow_query_tokens_total", policy="vllm",
+                                    capacity_blocks=cap)
+        assert (shadow_hits, shadow_queries) == (hits, queries)
+        assert shadow_hits / shadow_queries - hits / queries == 0.0
+        assert metric_sum(m, "shadow_dropped_requests_total") == 0
+        assert metric_sum(m, "shadow_errors_total") == 0
+
+
 def test_bad_config_stops_the_server_at_start_up():
     args = ["--kv-transfer-config", _ktc({"policies": ["lru", "nosuch"]})]
     with pytest.raises(RuntimeError) as ei:
