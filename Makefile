@@ -7,7 +7,7 @@ VPY       := $(VENV)/bin/python
 PIP       := $(VPY) -m pip
 PYTEST_ARGS ?=
 
-.PHONY: demo test venv test-deps build bench clean lint
+.PHONY: demo test venv test-deps vllm-next-src build bench clean lint
 
 $(VENV)/.stamp-core: pyproject.toml setup.py
 	$(PY) -m venv $(VENV)
@@ -35,7 +35,30 @@ $(VENV)/.stamp-test: $(VENV)/.stamp-core
 /usr/bin/prometheus:
 	bash deploy/install-prometheus.sh
 
-test-deps: $(VENV)/.stamp-test /usr/bin/prometheus
+# The next vLLM's Python sources, for tests/connector/test_vllm_next.py: it is on PyPI only as
+# a CUDA build (torch==2.14.0), so the wheel is downloaded, never installed; only the files
+# below are kept, then the wheel is deleted.
+VLLM_NEXT       ?= 0.33.0
+VLLM_NEXT_SRC   := $(VENV)/vllm-next-src
+VLLM_NEXT_FILES := vllm/_version.py \
+	vllm/distributed/kv_transfer/kv_connector/v1/base.py \
+	vllm/v1/core/block_pool.py vllm/v1/core/kv_cache_utils.py \
+	vllm/v1/core/kv_cache_manager.py vllm/v1/core/kv_cache_coordinator.py \
+	vllm/v1/core/single_type_kv_cache_manager.py \
+	vllm/v1/core/sched/scheduler.py vllm/v1/core/sched/output.py
+
+$(VLLM_NEXT_SRC)/.stamp-$(VLLM_NEXT): | $(VENV)/.stamp-core
+	set -e; tmp=$$(mktemp -d $(VENV)/.vllm-next.XXXXXX); trap 'rm -rf "$$tmp"' EXIT; \
+	$(PIP) download -q --no-deps --only-binary=:all: --python-version 3.12 \
+	  --platform manylinux_2_28_x86_64 -d "$$tmp/wheel" vllm==$(VLLM_NEXT); \
+	$(VPY) -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2], sys.argv[3:])' \
+	  "$$tmp"/wheel/vllm-$(VLLM_NEXT)-*.whl "$$tmp/src" $(VLLM_NEXT_FILES); \
+	rm -rf "$$tmp/wheel" $(VLLM_NEXT_SRC); mv "$$tmp/src" $(VLLM_NEXT_SRC)
+	touch $@
+
+vllm-next-src: $(VLLM_NEXT_SRC)/.stamp-$(VLLM_NEXT)
+
+test-deps: $(VENV)/.stamp-test /usr/bin/prometheus vllm-next-src
 
 test: test-deps build
 	$(VPY) -m pytest -q $(PYTEST_ARGS)

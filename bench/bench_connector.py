@@ -5,11 +5,13 @@
 Measures (writes bench/out/bench_connector.json; figures go to docs/performance.md):
 
 * hooks    the scheduler-side hook cost per request (``get_num_new_matched_tokens`` +
-           ``update_state_after_alloc`` + ``request_finished``) of a real ShadowConnector inside a
+           ``update_state_after_alloc`` + the step's ``build_connector_meta`` +
+           ``request_finished``) of a real ShadowConnector inside a
            real in-process engine (default policies x capacities), on real ``vllm.v1.request.
            Request`` objects hashed by the engine's own block hasher, for 8, 64 and 512 blocks;
            once with the worker drained between requests (the hook alone) and once back to back
-           (the worker competing for the GIL).  Target: median <= 20 us + 0.1 us/block.
+           (the worker competing for the GIL).  Target: median <= 20 us + 0.1 us/block.  Also
+           ``build_connector_meta`` alone for a decode step of 256 running requests.
 * worker   the worker's sustained rate with 5 policies x 4 capacities: admissions and releases of
            the bundled trace's requests (hashes as 32-byte digests, interning included) queued
            up front, then drained by the worker thread; rounds alternate between one
@@ -62,6 +64,7 @@ def _shadow_ktc(extra: dict):
 # ---------------------------------------------------------------------------------------------
 def bench_hooks(n_per_size: int) -> dict:
     from vllm import SamplingParams
+    from vllm.v1.core.sched.output import SchedulerOutput
     from vllm.v1.request import Request
 
     from shadow.connector.connector import INSTANCES
@@ -88,10 +91,17 @@ def bench_hooks(n_per_size: int) -> dict:
                 admit_us, finish_us = [], []
                 pc = time.perf_counter_ns
                 dropped0 = conn.counters.dropped
+                outs = []
                 for r in reqs:
+                    so = SchedulerOutput.make_empty()
+                    so.num_scheduled_tokens[r.request_id] = r.num_tokens
+                    outs.append(so)
+                for r, so in zip(reqs, outs):
+                    # NOTE: the admission's step ends with build_connector_meta (the step event)
                     t0 = pc()
                     conn.get_num_new_matched_tokens(r, 0)
                     conn.update_state_after_alloc(r, None, 0)
+                    conn.build_connector_meta(so)
                     t1 = pc()
                     r.num_computed_tokens = r.num_tokens - 1
                     t2 = pc()
@@ -115,6 +125,36 @@ def bench_hooks(n_per_size: int) -> dict:
                     "dropped": conn.counters.dropped - dropped0,
                 }
                 print("hooks", mode, out[f"{mode}/{n_blocks}"], flush=True)
+        # a decode step of 256 running requests: build_connector_meta alone, per step
+        running = [Request(f"bench-step-{i}", random_token_ids(70, seed=i), sp, None,
+                           block_hasher=hasher) for i in range(256)]
+        so = SchedulerOutput.make_empty()
+        for r in running:
+            so.num_scheduled_tokens[r.request_id] = r.num_tokens
+            conn.get_num_new_matched_tokens(r, 0)
+            conn.update_state_after_alloc(r, None, 0)
+        conn.build_connector_meta(so)
+        conn.flush(600)
+        cached = so.scheduled_cached_reqs
+        for r in running:
+            so.num_scheduled_tokens[r.request_id] = 1
+            cached.req_ids.append(r.request_id)
+            cached.num_computed_tokens.append(r.num_tokens - 1)
+        so.scheduled_new_reqs = []
+        step_us = []
+        for _ in range(n_per_size):
+            t0 = time.perf_counter_ns()
+            conn.build_connector_meta(so)
+            step_us.append((time.perf_counter_ns() - t0) / 1e3)
+        conn.flush(600)
+        out["step/256"] = {"running": 256, "steps": n_per_size,
+                           "median_us": round(statistics.median(step_us), 2),
+                           "p90_us": round(_pct(step_us, 0.9), 2)}
+        print("hooks step", out["step/256"], flush=True)
+        for r in running:
+            r.num_computed_tokens = r.num_tokens - 1
+            conn.request_finished(r, [])
+        conn.flush(600)
     return out
 
 

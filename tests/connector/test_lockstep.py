@@ -126,8 +126,13 @@ class Driver:
         # NOTE: reset leaves the token counters as they were, so deltas compare like the rule
         s_hit, s_query = row[9] - row0[9], row[8] - row0[8]
         assert (s_hit, s_query) == (e_hit, e_query), ((s_hit, s_query), (e_hit, e_query))
-        return {"steps": self.steps, "engine_hit_tokens": e_hit,
-                "preempted": sum(p.preempted for p in conn.predictions()[self.preds0:])}
+        preds = conn.predictions()[self.preds0:]
+        stats = {"requests": sum(not p.preempted for p in preds), "steps": self.steps,
+                 "preempted": sum(p.preempted for p in preds), "max_copies": self.max_copies,
+                 "engine_hit_tokens": e_hit, "shadow_hit_tokens": s_hit,
+                 "query_tokens": e_query}
+        print("lockstep", stats)  # the table in docs/connector.md (pytest -s)
+        return stats
 
 
 def _shared_workload(seed: int, n: int) -> list[tuple[list[int], int]]:
