@@ -252,6 +252,10 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
         (fresh each step, never changed after it is built); the worker reads them.
         """
         adm = self._step_adm
+        if adm:
+            # NOTE: the step takes the list; the next step's admissions go into a new one
+            # (the worker reads this one later, so it must never change again)
+            self._step_adm = []
         sched = so.num_scheduled_tokens
         cached = so.scheduled_cached_reqs
         pre = []
@@ -267,7 +271,6 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
         if not (adm or pre or cached.req_ids):
             return
         if adm:
-            self._step_adm = []
             worker = self._worker
             if len(worker.queue) >= worker.maxsize:
                 # NOTE: a full queue drops the step's admissions (and later their releases);
@@ -281,8 +284,11 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
             else:
                 # the tokens scheduled this step end where the admission's allocation ends
                 adm = [a[:8] + (a[8] + sched.get(a[1], 0),) for a in adm]
+        # NOTE: `adm or ()`: an empty list here may still be self._step_adm, which the next
+        # admission appends to while the worker has yet to read this step
         self._worker.submit_control((STEP, Step(cached.req_ids, cached.num_computed_tokens,
-                                                cached.resumed_req_ids, sched, pre, adm)))
+                                                cached.resumed_req_ids, sched, pre,
+                                                adm or ())))
 
     def request_finished(self, request: "Request",
                          block_ids: list[int]) -> tuple[bool, dict[str, Any] | None]:

@@ -232,3 +232,40 @@ def test_aborts_mid_prefill_and_mid_decode(engine):
     d.run()
     d.assert_exact()
     assert c in d.cached and a not in d.cached and b not in d.cached
+
+
+def test_a_queued_step_keeps_its_admissions(engine):
+    """A step event is read by the worker later: the hooks of the next step must not change it
+    (an empty step once shared its admissions list with the next one, which then was admitted
+    twice)."""
+    from vllm import SamplingParams
+    from vllm.v1.core.sched.output import SchedulerOutput
+    from vllm.v1.request import Request
+
+    from shadow.connector.worker import STEP
+
+    llm, conn = engine
+    hasher = llm.llm_engine.engine_core.engine_core.request_block_hasher
+    queued = []
+    submit = conn._worker.submit_control
+    conn._worker.submit_control = lambda ev: (queued.append(ev), submit(ev))
+    try:
+        so = SchedulerOutput.make_empty()
+        so.scheduled_cached_reqs.req_ids.append("running-elsewhere")
+        so.scheduled_cached_reqs.num_computed_tokens.append(0)
+        conn.build_connector_meta(so)                       # a step with no admission
+        req = Request("late", random_token_ids(70, seed=1), SamplingParams(max_tokens=1), None,
+                      block_hasher=hasher)
+        conn.get_num_new_matched_tokens(req, 0)
+        conn.update_state_after_alloc(req, None, 0)         # the next step's admission
+        so2 = SchedulerOutput.make_empty()
+        so2.num_scheduled_tokens["late"] = req.num_tokens
+        conn.build_connector_meta(so2)
+        req.num_computed_tokens = req.num_tokens - 1
+        conn.request_finished(req, [])
+    finally:
+        conn._worker.submit_control = submit
+    steps = [ev[1] for ev in queued if ev[0] == STEP]
+    assert [[a[1] for a in s.admissions] for s in steps] == [[], ["late"]]
+    assert conn.flush()
+    assert [p.request_id for p in conn.predictions()].count("late") == 1
