@@ -1,4 +1,9 @@
-"""An exact model of vLLM's block pool for one full-attention KV cache group (vLLM 0.27-0.33).
+"""Pure-Python reference of ``shadow.sim.vllm_pool``: vLLM's block pool, the obvious way.
+
+The Cython :class:`shadow.sim.vllm_pool.VllmBlockPool` is tested against this module event by
+event (tests/sim/test_vllm_pool.py); its docstring repeats the model below.
+
+An exact model of vLLM's block pool for one full-attention KV cache group (vLLM 0.27-0.33).
 
 The serve loop's ``vllm`` policy keeps one slot per block id.  vLLM does not: its
 ``BlockPool`` (``vllm/v1/core/block_pool.py``) keeps *physical* blocks, and one block hash may
@@ -37,8 +42,7 @@ re-admissions out of its prefix-cache stats too).
 
 Not modelled: speculative lookahead slots, sliding-window and hybrid groups, partial-block
 prefix entries (``hash_block_size`` < block size), the scheduler's deferred frees under async
-scheduling.  Pure Python: it is its own reference (the engine is the oracle, see
-tests/connector/test_lockstep.py).
+scheduling.  The engine is the oracle for both (tests/connector/test_lockstep.py).
 """
 
 from __future__ import annotations
