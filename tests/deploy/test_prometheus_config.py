@@ -1,7 +1,6 @@
 """deploy/prometheus: promtool checks, rule unit tests, and the metric-name contract."""
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -28,9 +27,32 @@ def test_promtool_check_rules() -> None:
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-def test_promtool_rule_unit_tests() -> None:
+def rules_test_file(tmp_path: Path, rules_path: Path = RULES_YML) -> Path:
+    """tests/deploy/rules_test.yml for ``rules_path``: each expected alert description marked
+    FROM_RULES is that alert's description in the rules file (one source of truth for the
+    text), and ``rule_files`` points at ``rules_path``."""
+    descriptions = {r["alert"]: r["annotations"]["description"]
+                    for g in yaml.safe_load(rules_path.read_text())["groups"]
+                    for r in g["rules"] if "alert" in r}
+    spec = yaml.safe_load((HERE / "rules_test.yml").read_text())
+    spec["rule_files"] = [str(rules_path)]
+    filled = 0
+    for t in spec["tests"]:
+        for case in t.get("alert_rule_test", []):
+            for alert in case.get("exp_alerts", []):
+                ann = alert.get("exp_annotations", {})
+                if ann.get("description") == "FROM_RULES":
+                    ann["description"] = descriptions[case["alertname"]]
+                    filled += 1
+    assert filled, "no expected alert description to fill in"
+    out = tmp_path / "rules_test.yml"
+    out.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return out
+
+
+def test_promtool_rule_unit_tests(tmp_path: Path) -> None:
     """Hand-computed ratios, no double counting across the two scrape jobs, alert timing."""
-    r = promtool("test", "rules", str(HERE / "rules_test.yml"))
+    r = promtool("test", "rules", str(rules_test_file(tmp_path)))
     assert r.returncode == 0, r.stdout + r.stderr
 
 
@@ -39,11 +61,8 @@ def test_rule_unit_tests_catch_double_counting(tmp_path: Path) -> None:
     broken = RULES_YML.read_text().replace("max by (deployment, model_name, engine, policy, capacity_blocks) (rate",
                                            "sum by (deployment, model_name, engine, policy, capacity_blocks) (rate")
     assert broken != RULES_YML.read_text()
-    (tmp_path / "deploy" / "prometheus").mkdir(parents=True)
-    (tmp_path / "deploy" / "prometheus" / "rules.yml").write_text(broken)
-    (tmp_path / "tests" / "deploy").mkdir(parents=True)
-    shutil.copy(HERE / "rules_test.yml", tmp_path / "tests" / "deploy" / "rules_test.yml")
-    r = promtool("test", "rules", str(tmp_path / "tests" / "deploy" / "rules_test.yml"))
+    (tmp_path / "rules.yml").write_text(broken)
+    r = promtool("test", "rules", str(rules_test_file(tmp_path, tmp_path / "rules.yml")))
     assert r.returncode != 0
     assert "shadow:block_lookups:rate5m" in r.stdout + r.stderr
 
