@@ -286,9 +286,12 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
                 adm = [a[:8] + (a[8] + sched.get(a[1], 0),) for a in adm]
         # NOTE: `adm or ()`: an empty list here may still be self._step_adm, which the next
         # admission appends to while the worker has yet to read this step
-        self._worker.submit_control((STEP, Step(cached.req_ids, cached.num_computed_tokens,
-                                                cached.resumed_req_ids, sched, pre,
-                                                adm or ())))
+        ev = (STEP, Step(cached.req_ids, cached.num_computed_tokens, cached.resumed_req_ids,
+                         sched, pre, adm or ()))
+        if adm or pre:
+            self._worker.submit_control(ev)
+        else:
+            self._worker.submit_quiet(ev)
 
     def request_finished(self, request: "Request",
                          block_ids: list[int]) -> tuple[bool, dict[str, Any] | None]:

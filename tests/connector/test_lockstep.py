@@ -247,8 +247,10 @@ def test_a_queued_step_keeps_its_admissions(engine):
     llm, conn = engine
     hasher = llm.llm_engine.engine_core.engine_core.request_block_hasher
     queued = []
-    submit = conn._worker.submit_control
-    conn._worker.submit_control = lambda ev: (queued.append(ev), submit(ev))
+    worker = conn._worker
+    submit, quiet = worker.submit_control, worker.submit_quiet
+    worker.submit_control = lambda ev: (queued.append(ev), submit(ev))
+    worker.submit_quiet = lambda ev: (queued.append(ev), quiet(ev))
     try:
         so = SchedulerOutput.make_empty()
         so.scheduled_cached_reqs.req_ids.append("running-elsewhere")
@@ -264,7 +266,7 @@ def test_a_queued_step_keeps_its_admissions(engine):
         req.num_computed_tokens = req.num_tokens - 1
         conn.request_finished(req, [])
     finally:
-        conn._worker.submit_control = submit
+        worker.submit_control, worker.submit_quiet = submit, quiet
     steps = [ev[1] for ev in queued if ev[0] == STEP]
     assert [[a[1] for a in s.admissions] for s in steps] == [[], ["late"]]
     assert conn.flush()
