@@ -7,7 +7,7 @@ VPY       := $(VENV)/bin/python
 PIP       := $(VPY) -m pip
 PYTEST_ARGS ?=
 
-.PHONY: demo test venv test-deps vllm-next-src build bench clean lint
+.PHONY: demo test test-fast venv test-deps vllm-next-src build bench clean lint
 
 $(VENV)/.stamp-core: pyproject.toml setup.py
 	$(PY) -m venv $(VENV)
@@ -62,6 +62,18 @@ test-deps: $(VENV)/.stamp-test /usr/bin/prometheus vllm-next-src
 
 test: test-deps build
 	$(VPY) -m pytest -q $(PYTEST_ARGS)
+
+# ruff (pyflakes + bugbear, configured in pyproject.toml) over the Python sources.
+$(VENV)/.stamp-lint: $(VENV)/.stamp-core
+	$(PIP) install -q "ruff>=0.6,<1"
+	touch $@
+
+lint: $(VENV)/.stamp-lint
+	$(VENV)/bin/ruff check shadow replay tests bench setup.py
+
+# The inner loop: every test that needs no vLLM engine, Prometheus or Ray.
+test-fast: $(VENV)/.stamp-test build
+	$(VPY) -m pytest -q -m "not vllm and not prometheus and not ray" $(PYTEST_ARGS)
 
 bench: build
 	$(VPY) bench/run_all.py

@@ -3,7 +3,8 @@
 Every ``*.pyx`` under ``shadow/`` becomes one extension module.  Compiler directives are set
 once here.  ``SHADOW_DEBUG=1`` builds with bounds checking, wraparound and initialized-check on
 (slower; use it when a test crashes; switching it rebuilds the modules built the other way),
-``SHADOW_ONLY=glob`` limits a development build to
+``SHADOW_WERROR=1`` turns compiler warnings into errors (CI), ``SHADOW_ONLY=glob`` limits a
+development build to
 matching modules (``SHADOW_ONLY='shadow.sim.*'``).  No numpy headers are needed: the extension
 code uses typed memoryviews only.
 """
@@ -21,6 +22,9 @@ from setuptools import Extension, setup
 ROOT = Path(__file__).parent
 DEBUG = os.environ.get("SHADOW_DEBUG", "") not in ("", "0")
 ONLY = os.environ.get("SHADOW_ONLY", "")
+# NOTE: CI builds with SHADOW_WERROR=1 (.ci/run), so a new compiler warning fails it; a user's
+# build with another compiler is not stopped by warnings.
+WERROR = os.environ.get("SHADOW_WERROR", "") not in ("", "0")
 # NOTE: `make venv` installs the package editable with SHADOW_NO_EXT=1 and then builds the
 # extensions once, in place (`make build`), instead of compiling everything twice.
 NO_EXT = os.environ.get("SHADOW_NO_EXT", "") not in ("", "0")
@@ -42,7 +46,8 @@ def _extensions() -> list[Extension]:
             Extension(
                 name,
                 [str(pyx.relative_to(ROOT))],
-                extra_compile_args=["-O3"] if not DEBUG else ["-O0", "-g"],
+                extra_compile_args=(["-O3"] if not DEBUG else ["-O0", "-g"])
+                + (["-Werror"] if WERROR else []),
             )
         )
     return exts

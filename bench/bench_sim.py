@@ -35,7 +35,6 @@ from pathlib import Path
 # counts every thread: keep them out of the CPU figures (nothing here uses BLAS).
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
@@ -44,7 +43,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from shadow.sim import CacheSpec, Simulator  # noqa: E402
 from shadow.sim.simulator import prefetched  # noqa: E402
-from shadow.sim.registry import is_built, list_policies, policy_info  # noqa: E402
+from shadow.sim.registry import is_built, list_policies  # noqa: E402
 from shadow.trace import convert_file, open_trace  # noqa: E402
 from _common import load_arrays, loop_only, parse_size  # noqa: E402,F401
 

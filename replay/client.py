@@ -242,7 +242,7 @@ async def run_requests(cfg: ClientConfig, specs: list[RequestSpec], planned: lis
             if tasks:
                 await asyncio.gather(*tasks, return_exceptions=True)
             finished = {id(r) for r in results}
-            for task, res in inflight.items():
+            for res in inflight.values():
                 if id(res) not in finished:
                     res.error = "interrupted: cancelled in flight"
                     results.append(res)

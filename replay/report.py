@@ -194,7 +194,7 @@ def _md(rep: dict[str, Any]) -> str:
         lines += ["| policy | hit ratio | TTFT mean (ms) | p50 | p90 | prefill saving |",
                   "|---|---:|---:|---:|---:|---:|"]
         for p in rep["policies"]:
-            f = (lambda k: f"{p[k] * 1e3:.1f}" if p.get(k) is not None else "-")
+            f = (lambda k, p=p: f"{p[k] * 1e3:.1f}" if p.get(k) is not None else "-")
             ps = f"{p['prefill_saving']:.4f}" if p.get("prefill_saving") is not None else "-"
             hr = f"{p['hit_ratio']:.4f}" if p["hit_ratio"] is not None else "-"
             lines.append(f"| {p['policy']} | {hr} | {f('ttft_mean_s')} | {f('ttft_p50_s')} | "

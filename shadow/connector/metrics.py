@@ -24,7 +24,7 @@ An engine's first payload names every cache; later ones only the caches whose co
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter

@@ -11,7 +11,7 @@ from shadow.atomic import atomic_write_text
 from shadow.cli_options import (allow_truncated_option, block_id_option, parse_name_list,
                                 parse_size_list, trace_option)
 from shadow.errors import ShadowError
-from shadow.sim.cost import COST_MODELS, parse_cost_model
+from shadow.sim.cost import parse_cost_model
 from shadow.sim.registry import POLICIES, is_built, policy_info
 
 log = logging.getLogger(__name__)

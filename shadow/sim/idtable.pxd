@@ -48,10 +48,13 @@ cdef extern from *:
     #include <string.h>
     #include <sys/mman.h>
     #define SHADOW_HUGE ((size_t)2 << 20)
-    static size_t shadow_big_bytes(size_t bytes) {
+    #include <stdint.h>
+    /* NOTE: static inline: every module that cimports idtable gets these, and a plain static
+       function that a module does not call is a -Wunused-function warning there */
+    static inline size_t shadow_big_bytes(size_t bytes) {
         return bytes < SHADOW_HUGE ? bytes : (bytes + SHADOW_HUGE - 1) & ~(SHADOW_HUGE - 1);
     }
-    static void* shadow_big_malloc(size_t bytes) {
+    static inline void* shadow_big_malloc(size_t bytes) {
         size_t rounded = shadow_big_bytes(bytes);
         void* p;
         if (rounded < SHADOW_HUGE) return malloc(bytes ? bytes : 1);
@@ -59,9 +62,11 @@ cdef extern from *:
         if (p != NULL) madvise(p, rounded, MADV_HUGEPAGE);
         return p;
     }
-    static void* shadow_big_calloc(size_t n, size_t size) {
-        size_t bytes = n * size;
+    static inline void* shadow_big_calloc(size_t n, size_t size) {
+        size_t bytes;
         void* p;
+        if (size && n > SIZE_MAX / size) return NULL;  /* n * size would overflow */
+        bytes = n * size;
         if (shadow_big_bytes(bytes) < SHADOW_HUGE) return calloc(n ? n : 1, size);
         p = shadow_big_malloc(bytes);
         if (p != NULL) memset(p, 0, bytes);

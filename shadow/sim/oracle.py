@@ -221,7 +221,7 @@ def recompute_next_access(batches: Iterable[Batch], capacities: Sequence[int], *
         g.last.close()                       # NOTE: only the pass needs it
         g.out.ensure(total)
     keep = {c: g for c, g in groups.items() if g.n_skipped}
-    for c, g in groups.items():
+    for g in groups.values():
         if not g.n_skipped:
             g.out.close()
     return RecomputedNextAccess(keep, total)

@@ -154,7 +154,7 @@ def _plot_group(rows: list[dict[str, str]], path: Path, title: str, bytes_per_bl
             ax.text(0.5, 0.5, "not in these results", ha="center", va="center", transform=ax.transAxes)
         if bytes_per_block:
             gib = bytes_per_block / 1024**3
-            sec = ax.secondary_xaxis("top", functions=(lambda b: b * gib, lambda g: g / gib))
+            sec = ax.secondary_xaxis("top", functions=(lambda b, gib=gib: b * gib, lambda g, gib=gib: g / gib))
             sec.xaxis.set_major_locator(LogLocator(base=2))
             sec.xaxis.set_major_formatter(FuncFormatter(lambda g, _pos: f"{g:g}"))
             sec.set_xlabel("capacity (GiB)")

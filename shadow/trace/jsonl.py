@@ -274,7 +274,7 @@ class JsonlReader:
             raise ShadowError(f"{path}: no requests (empty JSONL trace)")
         self.n_multi_parent = table.n_multi_parent
         table.release()
-        del table, rows, times
+        table = rows = times = None  # NOTE: drop them now (the closures above share the names)
         if self.n_slow_lines:
             logger.debug("%s: %d lines parsed by orjson (not the fast scanner)", path,
                          self.n_slow_lines)
@@ -315,7 +315,8 @@ class JsonlReader:
             ok = ~np.isnan(t)
             us[ok] = np.rint(t[ok] * mult).astype(np.int64)
             rec[name] = us
-        del tt, rows
+        del tt
+        rows = None  # NOTE: drop it now (the closures above share the name)
         rec["session_next_req"] = -1
         bs = self.block_size_tokens
         if bs is None:

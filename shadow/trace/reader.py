@@ -388,7 +388,7 @@ class LcpReader:
         # parsing itself; so reuse an earlier set once no batch (view) refers to it any more.
         # A set is free when the pool's tuple is the only holder of each array.
         arrays = None
-        for k, cand in enumerate(self._pool):
+        for cand in self._pool:
             if cand[2].shape[0] >= n_entries and all(sys.getrefcount(a) == 3 for a in cand):
                 arrays = cand
                 break
@@ -518,7 +518,7 @@ class LcpReader:
                 pos = yield from self._feed(chunk, cpos, len(chunk), base - cpos)
                 base = base - cpos + pos
                 tail = bytearray(chunk[pos:])
-        except _Truncated as exc:
+        except _Truncated:
             error = self._fail("truncated zstd stream (the compressed file ends inside a frame)",
                                base)
         except _ZstdError as exc:

@@ -16,7 +16,7 @@ import random
 
 import pytest
 
-from tests.vllm_support import (BLOCK_SIZE, compare_pools, engine_block_pool, inprocess_llm,
+from tests.vllm_support import (compare_pools, engine_block_pool, inprocess_llm,
                                 random_token_ids, tiny_model_path, vllm_available)
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow,

@@ -11,7 +11,6 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
 
 from shadow.connector.recorder import (PARTIAL_SUFFIX, Recorder, _NAME, list_segments,
                                        segment_sort_key)
@@ -118,7 +117,7 @@ def test_unwritable_directory_turns_recording_off_with_one_log_line(tmp_path, ca
     blocker.write_text("x")
     with caplog.at_level(logging.ERROR, logger="shadow.connector.recorder"):
         rec = Recorder(str(blocker / "rec"), block_size=32)
-        for i in range(3):
+        for _ in range(3):
             assert rec.write(1.0, 2.0, 40, 2, [1, 2]) is None
         rec.idle()
         rec.close()

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from tests.vllm_support import (BLOCK_SIZE, REPO_ROOT, free_port, http_get, http_post_json,
+from tests.vllm_support import (REPO_ROOT, free_port, http_get, http_post_json,
                                 inprocess_llm, metric_sum, parse_prometheus, random_token_ids,
                                 start_openai_server, tiny_model_path, vllm_available)
 

@@ -121,7 +121,7 @@ def test_every_panel_expression_parses_and_runs(tmp_path: Path) -> None:
     values = {"datasource": "prometheus", "model": "m", "engine": "0", "policy": "(lru|vllm)",
               "capacity": ".*", "__rate_interval": "1m", "__range": "1h"}
     with start_prometheus(deploy_config({}, interval="1s", rule_files=[]), tmp_path) as prom:
-        for p, t in dashboard_targets():
+        for _panel, t in dashboard_targets():
             prom.query(substitute(t["expr"], values))  # raises PrometheusError with the parse error
         for v in dashboard()["templating"]["list"]:
             if v["type"] == "query":

@@ -7,7 +7,6 @@ from hypothesis import strategies as st
 
 from shadow.sim import CacheSpec, Simulator
 from shadow.trace.batch import Batch
-from tests.sim._traces import next_access
 from tests.sim.policy_mixin import PolicyMixin, prefix_traces, raw_traces
 from tests.sim.test_random_compute import assert_same, ref_get
 

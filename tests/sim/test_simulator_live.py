@@ -132,7 +132,7 @@ def test_live_batch_errors_are_clear():
         lb.admit([1, 0])
     a = lb.admit([1, 2])
     with pytest.raises(ShadowError, match="not served yet"):
-        a.hits
+        _ = a.hits
     lb.release(a)
     with pytest.raises(ShadowError, match="released twice"):
         lb.release(a)

@@ -172,7 +172,7 @@ def test_direct_widening_with_free_slots_and_pins(name, params, big):
     for x in (62, 63, 64, 65):
         get(x)
     assert b.id_bits == 64 and a.id_bits == 32
-    for step in range(400):
+    for _ in range(400):
         r = rng.random()
         x = int(rng.integers(1, 121))
         if r < 0.75:

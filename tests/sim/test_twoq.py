@@ -31,7 +31,7 @@ def test_twoq_hand_traced():
     assert q["am"] == [1] and q["aout"] == [2]
     # Ain holds 6 > 2: still evicted from Ain, oldest first
     assert p.py_evict() == 3
-    for b in (3, 2):
+    for _ in (3, 2):
         p.py_evict()
     assert p.queues()["ain"] == [8, 7, 6]
     p.py_get(2)                            # Aout hit -> Am [2, 1]

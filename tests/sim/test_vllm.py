@@ -1,7 +1,5 @@
-import numpy as np
 
 from shadow.sim import CacheSpec, Simulator
-from shadow.sim.registry import make_policy
 from shadow.trace.batch import Batch
 from tests.sim._traces import SYNTHETIC, read_jsonl, next_access
 from tests.sim.policy_mixin import PolicyMixin

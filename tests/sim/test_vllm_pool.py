@@ -9,7 +9,6 @@ import random
 
 import pytest
 
-from shadow.sim import reference
 from shadow.sim import vllm_pool as fast
 
 B = 4
