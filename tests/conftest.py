@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED_TRACES = REPO.parent / "shared" / "traces"
+#: Data the tests need, kept in the repository (tests/data/NOTICE.md: provenance and licence).
+TEST_DATA = REPO / "tests" / "data"
 
 
 # -- trace fixtures --------------------------------------------------------------------------
@@ -21,10 +22,9 @@ def synthetic_jsonl() -> Path:
 
 @pytest.fixture(scope="session")
 def conversation_jsonl() -> Path:
-    """Mooncake's conversation trace from ../shared/traces (CI has a copy there)."""
-    p = SHARED_TRACES / "mooncake_conversation.jsonl"
-    if not p.exists():
-        pytest.skip(f"{p} not present")
+    """Mooncake's conversation trace (tests/data)."""
+    p = TEST_DATA / "mooncake_conversation.jsonl"
+    assert p.exists(), f"{p} is missing from the repository"
     return p
 
 

@@ -15,7 +15,7 @@ from shadow.trace.batch import Batch
 
 ROOT = Path(__file__).resolve().parents[2]
 SYNTHETIC = ROOT / "shadow" / "data" / "mooncake_synthetic.jsonl"
-PEER_RESULTS = ROOT.parent / "shared" / "reference" / "peer_results_synthetic.txt"
+PEER_RESULTS = ROOT / "tests" / "data" / "peer_results_synthetic.txt"
 
 
 def intern_prefix(raw_requests: list[list[int]]) -> list[list[int]]:

@@ -1,4 +1,4 @@
-"""`--no-pin` results equal ../shared/reference/peer_results_synthetic.txt (PrefixSim's predecessor)."""
+"""`--no-pin` results equal tests/data/peer_results_synthetic.txt (PrefixSim's predecessor)."""
 
 from __future__ import annotations
 
@@ -39,9 +39,6 @@ def _run(algo: str, cost_model: str):
     for b in _batches():
         sim.feed(b)
     return {r.spec.capacity: r for r in sim.results()}
-
-
-pytestmark = pytest.mark.skipif(not PEER_RESULTS.exists(), reason="../shared/reference is missing")
 
 
 def _need(algo):

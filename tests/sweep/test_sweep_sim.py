@@ -17,7 +17,7 @@ from shadow.sim.registry import is_built  # noqa: E402
 from shadow.sweep.store import parse_result_line  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-PEER = ROOT.parent / "shared" / "reference" / "peer_results_synthetic.txt"
+PEER = ROOT / "tests" / "data" / "peer_results_synthetic.txt"
 
 
 def shadow(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -34,7 +34,6 @@ def read_rows(path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-@pytest.mark.skipif(not PEER.is_file(), reason="../shared/reference not present")
 def test_unpinned_sweep_reproduces_the_peer_results(trace, tmp_path):
     algos = built("lru", "fifo", "clock", "sieve")
     proc = shadow("sweep", "-t", trace, "-a", ",".join(algos), "-c", "2k,8k,32k", "--no-pin",
