@@ -115,10 +115,13 @@ def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_or
     if list_algos:
         for name in POLICIES:
             if is_built(name):
-                info = policy_info(name)
-                pins = "honours pins" if info.honours_pins else "ignores pins"
-                extra = f" [{info.defaults}]" if info.defaults else ""
-                click.echo(f"{name:<30s}{info.description} ({pins}){extra}")
+                spec = policy_info(name).spec
+                notes = ["honours pins" if spec.honours_pins else "ignores pins"]
+                if spec.needs_future:
+                    notes.append("needs the future")
+                extra = f" [{spec.defaults}]" if spec.defaults else ""
+                click.echo(f"{name:<30s}{spec.family:<14s}{spec.description} "
+                           f"({', '.join(notes)}){extra}")
             else:
                 click.echo(f"{name:<30s}(not built yet)")
         return

@@ -1,8 +1,10 @@
 """Every policy name of the simulator, mapped to the module that implements it.
 
 A name is registered here even before its module is built; :func:`make_policy` then says so
-clearly.  A policy module ``shadow/sim/policies/<name>.pyx`` provides ``make(capacity, params)``,
-``DEFAULTS`` (``k=v,k=v``), ``HONOURS_PINS``, ``NEEDS_NEXT_ACCESS`` and ``DESCRIPTION``.
+clearly.  A policy module ``shadow/sim/policies/<name>.pyx`` provides ``make(capacity, params)``
+and ``SPEC``, one :class:`PolicySpec`: the one place that says what the policy is (defaults,
+pins, oracle, family, stepping weight, which libCacheSim class it equals, ...).  The CLI, the
+stepper, the connector's checks, the benchmarks and the tests read their lists from here.
 """
 
 from __future__ import annotations
@@ -37,18 +39,80 @@ POLICIES: dict[str, str] = {
 }
 
 
+#: Families, in ``--list-algos`` order.
+FAMILIES = ("recency", "frequency", "adaptive", "cost-aware", "oracle", "partial-node", "session",
+            "engine-exact")
+
+
 class PolicyNotBuilt(ShadowError):
     """The policy is registered but its extension module is missing."""
 
 
 @dataclass(frozen=True)
+class PolicySpec:
+    """What a policy is, declared once in its module as ``SPEC`` (validated on creation).
+
+    NOTE: ``strict_pins`` is a promise the serve loop relies on (it skips the "victim in the
+    request" check): a pinned block is never the victim while an unpinned one exists.
+    """
+
+    description: str
+    family: str
+    #: parameters and their defaults, ``k=v,k=v`` (types inferred from the values)
+    defaults: str = ""
+    honours_pins: bool = True
+    strict_pins: bool = False
+    #: an oracle: reads each access's next-access time (``belady``)
+    needs_future: bool = False
+    #: the same trace gives the same decisions (no random draws, or draws from a fixed seed
+    #: that the reference reproduces exactly)
+    deterministic: bool = True
+    #: relative cost of stepping one access (thread balancing), lru = 1
+    weight: float = 1.0
+    #: the class of the PyPI ``libcachesim`` package it equals with pins off, if any
+    libcachesim: str | None = None
+    #: parameters under which the pure-Python reference follows it event by event
+    reference_params: str = ""
+    #: its eviction counts equal PrefixSim's reference results (tests/data)
+    prefixsim_evictions: bool = False
+
+    def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            raise ValueError(f"family {self.family!r} is not one of {', '.join(FAMILIES)}")
+        if not self.description:
+            raise ValueError("a policy needs a description")
+        if not self.weight > 0:
+            raise ValueError(f"weight {self.weight} must be positive")
+        if self.strict_pins and not self.honours_pins:
+            raise ValueError("strict_pins needs honours_pins")
+        parse_params(None, self.defaults, where="PolicySpec.defaults")
+        parse_params(self.reference_params or None, self.defaults,
+                     where="PolicySpec.reference_params")
+
+
+@dataclass(frozen=True)
 class PolicyInfo:
+    """A registered, built policy: its name, module and spec."""
+
     name: str
     module: str
-    defaults: str
-    honours_pins: bool
-    needs_next_access: bool
-    description: str
+    spec: PolicySpec
+
+    @property
+    def defaults(self) -> str:
+        return self.spec.defaults
+
+    @property
+    def honours_pins(self) -> bool:
+        return self.spec.honours_pins
+
+    @property
+    def needs_next_access(self) -> bool:
+        return self.spec.needs_future
+
+    @property
+    def description(self) -> str:
+        return self.spec.description
 
 
 def list_policies() -> list[str]:
@@ -79,23 +143,41 @@ def is_built(name: str) -> bool:
     return True
 
 
+def _spec(mod: ModuleType) -> PolicySpec:
+    spec = getattr(mod, "SPEC", None)
+    if not isinstance(spec, PolicySpec):
+        raise ShadowError(f"{mod.__name__} declares no SPEC (a shadow.sim.registry.PolicySpec)")
+    return spec
+
+
 def policy_info(name: str) -> PolicyInfo:
     mod = _module(name)
-    return PolicyInfo(name.strip().lower(), mod.__name__, getattr(mod, "DEFAULTS", ""),
-                      bool(getattr(mod, "HONOURS_PINS", False)),
-                      bool(getattr(mod, "NEEDS_NEXT_ACCESS", False)),
-                      getattr(mod, "DESCRIPTION", ""))
+    return PolicyInfo(name.strip().lower(), mod.__name__, _spec(mod))
+
+
+def policy_specs(built_only: bool = True) -> dict[str, PolicySpec]:
+    """Name -> spec of every registered policy (the built ones; all, raising, if not
+    ``built_only``), in registry order."""
+    out = {}
+    for name in POLICIES:
+        try:
+            out[name] = _spec(_module(name))
+        except PolicyNotBuilt:
+            if not built_only:
+                raise
+    return out
 
 
 def make_policy(name: str, capacity: int, params_text: str | None = None):
     """A fresh policy instance of ``capacity`` slots with parameters ``params_text`` (``k=v,...``)."""
     mod = _module(name)
-    params = parse_params(params_text, getattr(mod, "DEFAULTS", ""), where=f"policy {name}")
+    spec = _spec(mod)
+    params = parse_params(params_text, spec.defaults, where=f"policy {name}")
     if capacity <= 0:
         raise ShadowError(f"policy {name}: cache size must be positive, got {capacity}")
     policy = mod.make(int(capacity), params)
-    # NOTE: the loop trusts STRICT_PINS to skip the "victim in the request" check: such a policy
-    # never evicts a pinned block while an unpinned one exists (HONOURS_PINS alone may be looser:
+    # NOTE: the loop trusts strict_pins to skip the "victim in the request" check: such a policy
+    # never evicts a pinned block while an unpinned one exists (honours_pins alone may be looser:
     # node- and sample-based policies can take a pinned block with the others).
-    policy.strict_pins = bool(getattr(mod, "STRICT_PINS", False))
+    policy.strict_pins = spec.strict_pins
     return policy

@@ -27,10 +27,6 @@ log = logging.getLogger(__name__)
 CHUNK_ENTRIES = 16384
 
 #: Rough relative cost per block access, to balance the caches over threads (measured ratios).
-_WEIGHT = {"lru": 1.0, "fifo": 1.0, "clock": 1.0, "sieve": 1.0, "vllm": 1.3, "lfu": 1.2,
-           "slru": 1.3, "belady": 1.3, "twoq": 1.6, "s3fifo": 1.8, "arc": 1.8, "gdsf": 2.5,
-           "random_compute_small_queue": 2.0, "partial_node_random_compute": 3.0,
-           "belady_compute": 3.0, "random_compute": 6.0}
 
 #: ``lookup`` modes: which of a request's blocks are looked up (counted in the statistics).
 LOOKUP_MODES = ("all", "prompt", "vllm")
@@ -461,7 +457,7 @@ class Simulator:
         if threads is None:
             threads = os.cpu_count() or 1
         n = max(1, min(int(threads), len(self.runs)))
-        return self._balance(n, [_WEIGHT.get(s.policy, 2.0) * s.capacity ** 0.25
+        return self._balance(n, [policy_info(s.policy).spec.weight * s.capacity ** 0.25
                                  for s in self.specs])
 
     def _balance(self, n: int, work: list[float]) -> list[list[CacheRun]]:
@@ -477,7 +473,7 @@ class Simulator:
     def _rebalance(self) -> None:
         """Regroup the caches by the CPU time each has taken so far (``CacheRun.busy_ns``).
 
-        NOTE: the static estimate (``_WEIGHT``) is off by up to 2x for a given trace and size, and
+        NOTE: the static estimate (``PolicySpec.weight``) is off by up to 2x for a given trace and size, and
         the slowest group sets a batch's wall time; measured work balances the threads from the
         second batch on.  Results do not depend on the grouping (the caches are independent).
         """

@@ -14,7 +14,11 @@ from shadow.errors import ShadowError
 from shadow.sim import CacheSpec, Simulator
 from shadow.sim.simulator import LiveBatch
 
-POLICIES = ["vllm", "lru", "fifo", "s3fifo", "arc", "sieve", "clock", "lfu", "twoq", "gdsf"]
+from shadow.sim.registry import policy_specs
+
+#: every deterministic policy that needs no future (the registry's list)
+POLICIES = [n for n, s in policy_specs(built_only=False).items()
+            if s.deterministic and not s.needs_future]
 
 
 def _warm(sim):

@@ -8,23 +8,17 @@ from dataclasses import asdict
 import numpy as np
 import pytest
 
-from shadow.sim.registry import is_built, make_policy
+from shadow.sim.registry import is_built, make_policy, policy_specs
 
 INT32_MAX = 2**31 - 1
 
-# every policy, with the params under which its reference follows it exactly
-_POLICIES = [
-    ("lru", ""), ("fifo", ""), ("clock", ""), ("clock", "n-bit-counter=2"), ("sieve", ""),
-    ("slru", ""), ("lfu", ""), ("s3fifo", ""), ("arc", ""), ("twoq", ""), ("gdsf", ""),
-    ("gdsf", "cost-aware=true"), ("random_compute", "evict-batch=1"),
-    ("random_compute_small_queue", "evict-batch=1"),
-    ("partial_node_random_compute", "micro-batch=1"),
-    ("partial_node_random_freq", "micro-batch=1"), ("vllm", ""), ("belady", ""),
-    ("belady_compute", "evict-batch=1")]
+# every policy, with the params under which its reference follows it exactly (the registry's
+# spec), plus parameter variants worth their own run
+_SPECS = policy_specs(built_only=False)
+_POLICIES = ([(n, s.reference_params) for n, s in _SPECS.items()]
+             + [("clock", "n-bit-counter=2"), ("gdsf", "cost-aware=true")])
 # and the production params of those that batch their evictions (compared with small ids only)
-_BATCHED = [("random_compute", ""), ("random_compute_small_queue", ""),
-            ("partial_node_random_compute", ""), ("partial_node_random_freq", ""),
-            ("belady_compute", "")]
+_BATCHED = [(n, "") for n, s in _SPECS.items() if s.reference_params]
 
 
 def _skip_unbuilt(name: str) -> None:

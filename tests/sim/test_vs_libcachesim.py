@@ -4,7 +4,7 @@ the libCacheSim policies) gives the same per-request hits as our policies on sma
 libcachesim is driven from the pure-Python reference loop through an adapter: ``find`` is
 ``find(update_cache=False)``, a hit or an insert is ``get``, and the victim of ``evict`` is
 identified by re-probing the ids the adapter knows to be resident (``evict`` returns nothing).
-C1/C2: add your policy to ``LIBCACHESIM`` (name -> constructor).
+The policies compared are those whose registry spec names a libcachesim class.
 """
 
 from __future__ import annotations
@@ -15,25 +15,27 @@ import pytest
 lcs = pytest.importorskip("libcachesim")
 
 from shadow.sim.reference.loop import RefCache  # noqa: E402
-from shadow.sim.registry import is_built  # noqa: E402
+from shadow.sim.registry import is_built, policy_specs  # noqa: E402
 from tests.sim._traces import next_access, random_trace  # noqa: E402
 from tests.sim.policy_mixin import run_both  # noqa: E402
 
-LIBCACHESIM = {
-    "lru": lambda cap: lcs.LRU(cap),
-    "fifo": lambda cap: lcs.FIFO(cap),
-    "clock": lambda cap: lcs.Clock(cap),
-    "sieve": lambda cap: lcs.Sieve(cap),
-    "belady": lambda cap: lcs.Belady(cap),
-    # libCacheSim aborts the process for an S3FIFO small queue of 0 blocks (C < 10)
-    "s3fifo": lambda cap: lcs.S3FIFO(cap) if cap >= 20 else pytest.skip("S3FIFO needs C >= 20"),
-    "twoq": lambda cap: lcs.TwoQ(cap),
-    "arc": lambda cap: lcs.ARC(cap),
-    # shadow's slru covers C % n-seg != 0 with uneven segments (docs/policies.md)
-    "slru": lambda cap: lcs.SLRU(cap) if cap % 4 == 0 else pytest.skip("C % 4 != 0 differs"),
-    "lfu": lambda cap: lcs.LFU(cap),
-    "gdsf": lambda cap: lcs.GDSF(cap),
-}
+def _make(cls_name: str):
+    cls = getattr(lcs, cls_name)
+
+    def make(cap: int):
+        # NOTE: libCacheSim aborts the process for an S3FIFO small queue of 0 blocks (C < 10)
+        if cls_name == "S3FIFO" and cap < 20:
+            pytest.skip("S3FIFO needs C >= 20")
+        # NOTE: shadow's slru covers C % n-seg != 0 with uneven segments (docs/policies.md)
+        if cls_name == "SLRU" and cap % 4:
+            pytest.skip("C % 4 != 0 differs")
+        return cls(cap)
+    return make
+
+
+#: name -> libcachesim constructor, for every policy whose spec names a libcachesim class
+LIBCACHESIM = {n: _make(s.libcachesim) for n, s in policy_specs(built_only=False).items()
+               if s.libcachesim}
 
 
 class LibCacheSimAdapter:

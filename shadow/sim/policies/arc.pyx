@@ -29,11 +29,14 @@ from libc.stdlib cimport calloc, free
 from shadow.sim.policy cimport Policy, Access
 from shadow.sim.policies._dlist cimport DList, dl_init, dl_free, dl_unlink, LR_RING_MIN
 from shadow.sim.policies._ghost cimport gr_init, gr_free, gr_ids
+from shadow.sim.registry import PolicySpec
 
-DEFAULTS = ""
-HONOURS_PINS = True
-NEEDS_NEXT_ACCESS = False
-DESCRIPTION = "ARC: adaptive replacement cache, T1/T2 with ghosts B1/B2 (libCacheSim ARC)"
+SPEC = PolicySpec(
+    description="ARC: adaptive replacement cache, T1/T2 with ghosts B1/B2 (libCacheSim ARC)",
+    family="adaptive",
+    weight=1.8,
+    libcachesim="ARC",
+)
 
 
 cdef class ARC(Policy):

@@ -24,11 +24,16 @@ from libc.stdint cimport int64_t, int32_t, INT64_MAX
 from libc.stdlib cimport malloc, realloc, free
 
 from shadow.sim.policy cimport Policy, Access, slot_is_free
+from shadow.sim.registry import PolicySpec
 
-DEFAULTS = ""
-HONOURS_PINS = True
-NEEDS_NEXT_ACCESS = True
-DESCRIPTION = "offline optimum: evict the block whose next access is farthest (libCacheSim Belady)"
+SPEC = PolicySpec(
+    description="offline optimum: evict the block whose next access is farthest (libCacheSim Belady)",
+    family="oracle",
+    needs_future=True,
+    weight=1.3,
+    libcachesim="Belady",
+    prefixsim_evictions=True,
+)
 
 
 cdef class Belady(Policy):

@@ -30,11 +30,17 @@ from shadow.sim.policy cimport Policy, Access
 from shadow.sim.policies.random_compute cimport SampledPolicy, dense_add, pick_push
 
 from shadow.sim.policies.random_compute import check_sampling_params
+from shadow.sim.registry import PolicySpec
 
-DEFAULTS = "n-sample=128,evict-batch=8,seed=1"
-HONOURS_PINS = True
-NEEDS_NEXT_ACCESS = True
-DESCRIPTION = "sampled oracle: evict the farthest next access per unit of cost (PrefixSim fork)"
+SPEC = PolicySpec(
+    description="sampled oracle: evict the farthest next access per unit of cost (PrefixSim fork)",
+    family="oracle",
+    defaults="n-sample=128,evict-batch=8,seed=1",
+    needs_future=True,
+    deterministic=False,
+    weight=3.0,
+    reference_params="evict-batch=1",
+)
 
 
 cdef enum:

@@ -16,12 +16,16 @@ from libc.stdlib cimport calloc, free
 
 from shadow.sim.policy cimport Policy, Access
 from shadow.sim.policies._dlist cimport DList, dl_init, dl_free, dl_unlink
+from shadow.sim.registry import PolicySpec
 
-DEFAULTS = "n-bit-counter=1,init-freq=0"
-HONOURS_PINS = True
-STRICT_PINS = True      # never a pinned victim while an unpinned block exists
-NEEDS_NEXT_ACCESS = False
-DESCRIPTION = "CLOCK / second chance with an n-bit counter (libCacheSim Clock)"
+SPEC = PolicySpec(
+    description="CLOCK / second chance with an n-bit counter (libCacheSim Clock)",
+    family="recency",
+    defaults="n-bit-counter=1,init-freq=0",
+    strict_pins=True,
+    libcachesim="Clock",
+    prefixsim_evictions=True,
+)
 
 
 cdef class Clock(Policy):

@@ -13,12 +13,15 @@ from libc.stdint cimport int64_t, int32_t, uint32_t
 from shadow.sim.policy cimport Policy, Access
 from shadow.sim.policies._dlist cimport (SOrder, so_init, so_free, so_drop,
                                          so_slots_oldest_first)
+from shadow.sim.registry import PolicySpec
 
-DEFAULTS = ""
-HONOURS_PINS = True
-STRICT_PINS = True      # never a pinned victim while an unpinned block exists
-NEEDS_NEXT_ACCESS = False
-DESCRIPTION = "first in, first out (libCacheSim FIFO)"
+SPEC = PolicySpec(
+    description="first in, first out (libCacheSim FIFO)",
+    family="recency",
+    strict_pins=True,
+    libcachesim="FIFO",
+    prefixsim_evictions=True,
+)
 
 
 cdef class FIFO(Policy):

@@ -29,6 +29,7 @@ from libc.stdlib cimport malloc, free
 
 from shadow.sim.policy cimport Policy, Access
 from shadow.sim.idtable cimport slotmap_prefetch, sids_addr
+from shadow.sim.registry import PolicySpec
 
 cdef extern from *:
     void __builtin_prefetch(const void* addr) noexcept nogil
@@ -36,10 +37,13 @@ cdef extern from *:
 cdef extern from "<stdlib.h>" nogil:
     int posix_memalign(void** memptr, size_t alignment, size_t size)
 
-DEFAULTS = "cost-aware=false"
-HONOURS_PINS = True
-NEEDS_NEXT_ACCESS = False
-DESCRIPTION = "greedy dual size frequency: priority L + freq*1e6/size (libCacheSim GDSF)"
+SPEC = PolicySpec(
+    description="greedy dual size frequency: priority L + freq*1e6/size (libCacheSim GDSF)",
+    family="cost-aware",
+    defaults="cost-aware=false",
+    weight=2.5,
+    libcachesim="GDSF",
+)
 
 # NOTE: the stamp value that triggers a renumbering; lowered only by tests (set_stamp_limit).
 cdef int64_t _stamp_limit = 0xFFFFFFFF

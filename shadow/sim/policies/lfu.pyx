@@ -21,11 +21,15 @@ from libc.stdlib cimport malloc, realloc, free
 
 from shadow.sim.policy cimport Policy, Access
 from shadow.sim.policies._dlist cimport chain_prefetch_victims, LR_RING_MIN
+from shadow.sim.registry import PolicySpec
 
-DEFAULTS = ""
-HONOURS_PINS = True
-NEEDS_NEXT_ACCESS = False
-DESCRIPTION = "least frequently used, ties by time of reaching the frequency (libCacheSim LFU)"
+SPEC = PolicySpec(
+    description="least frequently used, ties by time of reaching the frequency (libCacheSim LFU)",
+    family="frequency",
+    weight=1.2,
+    libcachesim="LFU",
+    prefixsim_evictions=True,
+)
 
 
 cdef class LFU(Policy):

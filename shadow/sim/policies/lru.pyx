@@ -10,12 +10,15 @@ from libc.stdint cimport int64_t, int32_t, uint32_t
 
 from shadow.sim.policy cimport Policy, Access
 from shadow.sim.policies._dlist cimport LRing, lr_init, lr_free, lr_drop
+from shadow.sim.registry import PolicySpec
 
-DEFAULTS = ""
-HONOURS_PINS = True
-STRICT_PINS = True      # never a pinned victim while an unpinned block exists
-NEEDS_NEXT_ACCESS = False
-DESCRIPTION = "least recently used (libCacheSim LRU)"
+SPEC = PolicySpec(
+    description="least recently used (libCacheSim LRU)",
+    family="recency",
+    strict_pins=True,
+    libcachesim="LRU",
+    prefixsim_evictions=True,
+)
 
 
 cdef class LRU(Policy):

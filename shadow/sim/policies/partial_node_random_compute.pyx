@@ -48,6 +48,7 @@ from shadow.sim.idtable cimport sids_addr
 from shadow.sim.policy cimport Policy, Access, RequestCtx
 from shadow.sim.idtable cimport shadow_big_malloc
 from shadow.sim.policies.random_compute cimport Dense, dense_free, rng_next
+from shadow.sim.registry import PolicySpec
 
 cdef extern from *:
     void __builtin_prefetch(const void* addr) noexcept nogil
@@ -64,10 +65,14 @@ def set_pass_min_nodes(n: int) -> int:
     _pass_min_nodes = max(0, int(n))
     return old
 
-DEFAULTS = "n-sample=128,eviction-mode=micro,micro-batch=64,seed=1"
-HONOURS_PINS = True
-NEEDS_NEXT_ACCESS = False
-DESCRIPTION = "sample prefix-tree nodes by cost / age, evict from the winner's deep end (micro|drain)"
+SPEC = PolicySpec(
+    description="sample prefix-tree nodes by cost / age, evict from the winner's deep end (micro|drain)",
+    family="partial-node",
+    defaults="n-sample=128,eviction-mode=micro,micro-batch=64,seed=1",
+    deterministic=False,
+    weight=3.0,
+    reference_params="micro-batch=1",
+)
 
 
 cdef class PartialNodeRandomCompute(Policy):

@@ -24,6 +24,7 @@ from libc.stdlib cimport malloc, free
 
 from shadow.sim.policies.partial_node_random_compute cimport PartialNodeRandomCompute, node_age
 from shadow.sim.policies.partial_node_random_compute import make_node_policy
+from shadow.sim.registry import PolicySpec
 
 # NOTE: a freq is kept in 32 bits up to this value; the next +1 moves every freq to 64 bits for
 # good.  Lowered only by tests (a freq of 2**32 needs 2**32 requests through one node).
@@ -38,10 +39,14 @@ def set_freq32_max(n: int) -> int:
     return old
 
 
-DEFAULTS = "n-sample=128,eviction-mode=micro,micro-batch=64,seed=1"
-HONOURS_PINS = True
-NEEDS_NEXT_ACCESS = False
-DESCRIPTION = "sample prefix-tree nodes by (freq+1) * cost / age, evict from the winner's deep end (micro|drain)"
+SPEC = PolicySpec(
+    description="sample prefix-tree nodes by (freq+1) * cost / age, evict from the winner's deep end (micro|drain)",
+    family="partial-node",
+    defaults="n-sample=128,eviction-mode=micro,micro-batch=64,seed=1",
+    deterministic=False,
+    weight=2.0,
+    reference_params="micro-batch=1",
+)
 
 
 cdef class PartialNodeRandomFreq(PartialNodeRandomCompute):

@@ -43,11 +43,16 @@ from libc.math cimport exp
 from shadow.errors import ShadowError
 from shadow.sim.policy cimport Policy, Access
 from shadow.sim.idtable cimport slotmap_prefetch, sids_addr, shadow_big_malloc, shadow_big_bytes
+from shadow.sim.registry import PolicySpec
 
-DEFAULTS = "n-sample=128,evict-batch=8,timestamp=request,seed=1"
-HONOURS_PINS = True
-NEEDS_NEXT_ACCESS = False
-DESCRIPTION = "sampled eviction of the lowest decayed-frequency x cost / age (PrefixSim fork)"
+SPEC = PolicySpec(
+    description="sampled eviction of the lowest decayed-frequency x cost / age (PrefixSim fork)",
+    family="cost-aware",
+    defaults="n-sample=128,evict-batch=8,timestamp=request,seed=1",
+    deterministic=False,
+    weight=6.0,
+    reference_params="evict-batch=1",
+)
 
 cdef double DECAY = 20000.0
 cdef double LOG2E_PER_AGE = 1.4426950408889634 / 20000.0     # exp(-r / DECAY) = 2**(-r LOG2E_PER_AGE)

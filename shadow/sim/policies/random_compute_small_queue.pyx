@@ -46,12 +46,16 @@ cdef enum:
     PF_FAR = 8      # small-FIFO evictions ahead whose per-slot data are prefetched
 
 from shadow.sim.policies.random_compute import check_sampling_params
+from shadow.sim.registry import PolicySpec
 
-DEFAULTS = ("n-sample=128,evict-batch=8,small-size-ratio=0.10,ghost-size-ratio=0.90,"
-            "timestamp=request,seed=1")
-HONOURS_PINS = True
-NEEDS_NEXT_ACCESS = False
-DESCRIPTION = "random_compute over blocks that passed a small FIFO admission queue (with a ghost)"
+SPEC = PolicySpec(
+    description="random_compute over blocks that passed a small FIFO admission queue (with a ghost)",
+    family="cost-aware",
+    defaults="n-sample=128,evict-batch=8,small-size-ratio=0.10,ghost-size-ratio=0.90,timestamp=request,seed=1",
+    deterministic=False,
+    weight=2.0,
+    reference_params="evict-batch=1",
+)
 
 
 cdef class RandomComputeSmallQueue(RandomCompute):

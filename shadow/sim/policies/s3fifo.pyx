@@ -32,11 +32,15 @@ from shadow.errors import ShadowError
 from shadow.sim.policy cimport Policy, Access
 from libc.string cimport memset
 from shadow.sim.policies._ghost cimport gr_init, gr_free, gr_ids, sf_init, sf_free, sf_slots
+from shadow.sim.registry import PolicySpec
 
-DEFAULTS = "small-size-ratio=0.10,ghost-size-ratio=0.90,move-to-main-threshold=2"
-HONOURS_PINS = True
-NEEDS_NEXT_ACCESS = False
-DESCRIPTION = "S3-FIFO: small FIFO, main FIFO with reinsertion, ghost FIFO (libCacheSim S3FIFO)"
+SPEC = PolicySpec(
+    description="S3-FIFO: small FIFO, main FIFO with reinsertion, ghost FIFO (libCacheSim S3FIFO)",
+    family="adaptive",
+    defaults="small-size-ratio=0.10,ghost-size-ratio=0.90,move-to-main-threshold=2",
+    weight=1.8,
+    libcachesim="S3FIFO",
+)
 
 
 # ---- S3FIFO ----------------------------------------------------------------------------------

@@ -15,12 +15,15 @@ from libc.stdlib cimport calloc, free
 
 from shadow.sim.policy cimport Policy, Access
 from shadow.sim.policies._dlist cimport DList, dl_init, dl_free, dl_unlink
+from shadow.sim.registry import PolicySpec
 
-DEFAULTS = ""
-HONOURS_PINS = True
-STRICT_PINS = True      # never a pinned victim while an unpinned block exists
-NEEDS_NEXT_ACCESS = False
-DESCRIPTION = "SIEVE: FIFO with a visited bit and a hand (libCacheSim Sieve)"
+SPEC = PolicySpec(
+    description="SIEVE: FIFO with a visited bit and a hand (libCacheSim Sieve)",
+    family="recency",
+    strict_pins=True,
+    libcachesim="Sieve",
+    prefixsim_evictions=True,
+)
 
 
 cdef class Sieve(Policy):

@@ -28,11 +28,15 @@ from shadow.sim.policy cimport Policy, Access
 from shadow.sim.policies._dlist cimport (DList, dl_init, dl_free, dl_push_head, dl_unlink,
                                          dl_move_head, chain_prefetch_victims, LR_RING_MIN)
 from shadow.sim.policies.s3fifo cimport dl_first_unpinned
+from shadow.sim.registry import PolicySpec
 
-DEFAULTS = "n-seg=4"
-HONOURS_PINS = True
-NEEDS_NEXT_ACCESS = False
-DESCRIPTION = "segmented LRU, n-seg equal segments (libCacheSim SLRU)"
+SPEC = PolicySpec(
+    description="segmented LRU, n-seg equal segments (libCacheSim SLRU)",
+    family="frequency",
+    defaults="n-seg=4",
+    weight=1.3,
+    libcachesim="SLRU",
+)
 
 cdef enum:
     MAX_SEG = 16

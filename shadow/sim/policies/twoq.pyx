@@ -29,11 +29,15 @@ from shadow.sim.policies._dlist cimport (DList, dl_init, dl_free, dl_push_head, 
 from shadow.sim.policies.s3fifo cimport dl_first_unpinned
 from shadow.sim.policies._ghost cimport (GhostRing, gr_init, gr_free, gr_find, gr_remove,
                                          gr_push_bounded, gr_ids, gr_prefetch)
+from shadow.sim.registry import PolicySpec
 
-DEFAULTS = "Ain-size-ratio=0.25,Aout-size-ratio=0.5"
-HONOURS_PINS = True
-NEEDS_NEXT_ACCESS = False
-DESCRIPTION = "2Q: FIFO Ain, ghost FIFO Aout, LRU Am (libCacheSim TwoQ)"
+SPEC = PolicySpec(
+    description="2Q: FIFO Ain, ghost FIFO Aout, LRU Am (libCacheSim TwoQ)",
+    family="adaptive",
+    defaults="Ain-size-ratio=0.25,Aout-size-ratio=0.5",
+    weight=1.6,
+    libcachesim="TwoQ",
+)
 
 
 cdef class TwoQ(Policy):

@@ -26,12 +26,14 @@ from libc.stdlib cimport calloc, free
 from shadow.sim.policy cimport Policy, Access
 from shadow.sim.idtable cimport shadow_big_calloc
 from shadow.sim.policies._dlist cimport LRing, lr_init, lr_free, lr_drop
+from shadow.sim.registry import PolicySpec
 
-DEFAULTS = ""
-HONOURS_PINS = True
-STRICT_PINS = True      # never a pinned victim while an unpinned block exists
-NEEDS_NEXT_ACCESS = False
-DESCRIPTION = "vLLM BlockPool: LRU free queue in release order, tail blocks released first"
+SPEC = PolicySpec(
+    description="vLLM BlockPool: LRU free queue in release order, tail blocks released first",
+    family="engine-exact",
+    strict_pins=True,
+    weight=1.3,
+)
 
 
 cdef class VLLM(Policy):
