@@ -20,6 +20,7 @@ from shadow.sim.params import parse_params
 # partial-node, then the engine-exact policy.
 POLICIES: dict[str, str] = {
     "lru": "shadow.sim.policies.lru",
+    "mru": "shadow.sim.policies.mru",
     "fifo": "shadow.sim.policies.fifo",
     "clock": "shadow.sim.policies.clock",
     "sieve": "shadow.sim.policies.sieve",

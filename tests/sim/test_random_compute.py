@@ -1,6 +1,6 @@
 """random_compute: shared mixin, hand-traced scores, exact differential vs the reference with batching.
 
-Also home of :func:`run_batched`, the differential harness the other C2 sampling policies use: the
+Also home of :func:`run_batched`, the differential harness the other sampling policies use: the
 reference loop (``reference/loop.py``) asks for one victim at a time, the Cython loop asks
 ``evict_n`` for the whole deficit, so :class:`BatchedRef` turns the reference loop's
 one-at-a-time ``evict`` calls during allocation back into the same ``evict_n`` calls.

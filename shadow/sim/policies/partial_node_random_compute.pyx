@@ -14,7 +14,7 @@ path, shallow (head) to deep (tail), as in a radix tree whose edges are runs of 
   pick the lowest ``cost(tail) / max(1, now - stamp)`` (compute saved per unit of age; ties: first
   drawn), where ``cost(tail)`` is the llround cost of the node's deepest resident block, the next
   one to go.  Then evict from the winner's tail: at most ``micro-batch`` blocks per sample in
-  ``eviction-mode=micro`` (the default, as in the seeds), the whole remaining deficit in ``drain``
+  ``eviction-mode=micro`` (the default, as in the PrefixSim article), the whole remaining deficit in ``drain``
   (resampling only when the node runs out).  Trimming from the tail keeps every node a resident
   prefix of itself, so most requests see one hole at the end rather than holes in the middle.
 

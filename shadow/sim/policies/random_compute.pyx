@@ -4,8 +4,8 @@
 Per resident block: ``last`` (stamp of its last access), ``freq`` (decayed access count) and
 ``cost`` (llround cost of its last access).  An insert sets ``freq = 1`` and ``last = stamp``; a hit
 with ``d = stamp - last > 0`` sets ``freq = freq * exp(-d / 20000) + 1``, otherwise ``freq += 1``,
-then ``last = stamp``.  The stamp is the request's ``req_vtime`` (``timestamp=request``, the seeds'
-per-request stamp) or the get's ``vtime`` (``timestamp=access``, per-block as in the older build).
+then ``last = stamp``.  The stamp is the request's ``req_vtime`` (``timestamp=request``, the PrefixSim
+article's per-request stamp) or the get's ``vtime`` (``timestamp=access``, per-block as in the older build).
 
 Eviction draws ``n-sample`` resident blocks uniformly with replacement (splitmix64, ``seed``) and
 evicts the one of lowest ``cost * freq * exp(-r / 20000) / r`` with ``r = max(1, now - last)``;
