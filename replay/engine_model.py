@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from itertools import count
 from typing import Iterator
 
+from shadow.sim.vllm_rules import computed_tokens, full_blocks, max_hit_blocks, partial_tail_blocks
+
 UNIQUE_BASE = 1 << 52  # above every trace-derived key: b*k + j for trace ids < 2**40
 
 
@@ -53,12 +55,13 @@ def engine_request(blocks: list[int] | tuple[int, ...], tail: int, tokens_per_bl
     keys = [b * k + j + 1 for b in blocks for j in range(k)]
     keys.extend(next(fresh) for _ in range(tail // block_size))
     n = len(blocks) * tokens_per_block + tail
-    kv = n + max(1, output_tokens) - 1
-    n_gen = kv // block_size - n // block_size
-    return EngineRequest(prompt_keys=tuple(keys), max_hit=max(0, (n - 1) // block_size),
+    kv = computed_tokens(n, max(1, output_tokens))
+    n_gen = full_blocks(kv, block_size) - full_blocks(n, block_size)
+    return EngineRequest(prompt_keys=tuple(keys), max_hit=max_hit_blocks(n, block_size),
                          gen_keys=tuple(next(fresh) for _ in range(n_gen)),
-                         n_partial=1 if kv % block_size else 0, prompt_tokens=n,
-                         block_size=block_size)
+                         n_partial=partial_tail_blocks(kv, full_blocks(kv, block_size),
+                                                       block_size),
+                         prompt_tokens=n, block_size=block_size)
 
 
 class BlockPoolModel:

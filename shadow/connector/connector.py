@@ -49,7 +49,7 @@ from shadow.connector.metrics import (ENGINE_FIELDS, ShadowCollector, ShadowProm
 from shadow.connector.worker import (ADMIT, RELEASE, RESET, STEP, CACHE_FIELDS, Prediction,
                                      ShadowWorker, Step)
 from shadow.errors import ShadowError
-from shadow.sim.simulator import partial_tail_blocks
+from shadow.sim.vllm_rules import full_blocks, max_hit_blocks, partial_tail_blocks
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -266,7 +266,7 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
                 if st is None:
                     continue
                 req, n_adm = st
-                n_full = max(req.num_tokens - 1, 0) // self.block_size
+                n_full = max_hit_blocks(req.num_tokens, self.block_size)
                 pre.append((rid, req.block_hashes[n_adm:n_full], 0))
         if not (adm or pre or cached.req_ids):
             return
@@ -317,7 +317,7 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
             # NOTE: vLLM caches a block once its tokens are computed; the last sampled token never
             # is, so the generated blocks are the hashed ones up to num_computed_tokens.
             n_comp = request.num_computed_tokens
-            n_full = min(len(request.block_hashes), n_comp // self.block_size)
+            n_full = min(len(request.block_hashes), full_blocks(n_comp, self.block_size))
             decode = request.block_hashes[n_adm:n_full] if n_full > n_adm else []
             # NOTE: a release must follow its admission even when the queue is full, or the
             # shadow would keep the request's blocks pinned forever.

@@ -32,6 +32,7 @@ from typing import Any
 from shadow.connector.config import ShadowConfig
 from shadow.connector.interner import BlockInterner
 from shadow.sim.simulator import LiveBatch
+from shadow.sim.vllm_rules import blocks_held, full_blocks, max_hit_blocks
 
 logger = logging.getLogger(__name__)
 
@@ -448,7 +449,7 @@ class ShadowWorker:
         if st is None or end <= st[6]:
             return
         ids = st[1]
-        n_full = end // self.block_size
+        n_full = full_blocks(end, self.block_size)
         live = st[5]
         if n_full > len(ids) and live is not None:
             ids.extend(self.interner.intern(live[len(ids):n_full]))
@@ -471,10 +472,11 @@ class ShadowWorker:
         if self.cfg.match == "vllm":
             # NOTE: vLLM always recomputes the last prompt token and stops at the first miss, so
             # a hit is at most floor((N-1)/B) blocks (kv_cache_manager.get_computed_blocks).
-            n_match = min(n_match, max(num_tokens - 1, 0) // b)
+            n_match = min(n_match, max_hit_blocks(num_tokens, b))
         adm = None
         if self._sim.sim is not None:
-            n_anon = 1 if num_tokens % b else 0  # the partial tail block: held, never reusable
+            # the partial tail block: held, never reusable
+            n_anon = blocks_held(num_tokens, b) - full_blocks(num_tokens, b)
             adm = lb.admit(ids, n_match=n_match, n_anonymous=n_anon, timestamp_s=t_arrival_s)
         # NOTE: without a step the whole prompt is computed at admission (ADMIT events)
         end_tok = num_tokens if end is None else end

@@ -20,6 +20,8 @@ from shadow.errors import ShadowError
 from shadow.sim.cost import CostModel, parse_cost_model
 from shadow.sim.loop import FAIL_MESSAGES, CacheRun, live_batch_all, serve_chunks
 from shadow.sim.registry import make_policy, policy_info
+from shadow.sim.vllm_rules import (computed_tokens, full_blocks, max_hit_blocks,
+                                   partial_tail_blocks)
 
 log = logging.getLogger(__name__)
 
@@ -45,23 +47,10 @@ def lookup_counts(records: np.ndarray, n_blocks: np.ndarray, mode: str, block_si
         return None
     inp = records["input_length"].astype(np.int64)
     if mode == "prompt":
-        k = inp // block_size
+        k = full_blocks(inp, block_size)
     else:
-        k = (inp - 1) // block_size
+        k = max_hit_blocks(inp, block_size)
     return np.ascontiguousarray(np.clip(k, 0, n_blocks), dtype=np.int64)
-
-
-def partial_tail_blocks(num_computed_tokens, n_full_blocks, block_size):
-    """Blocks vLLM holds for a finished request beyond its ``n_full_blocks`` hashed ones (0/1 for
-    a recording); ints or numpy arrays alike.
-
-    NOTE: ``allocate_slots`` covers the tokens a step computes; the last sampled token is never
-    computed, so a request ends holding ``ceil(num_computed_tokens / B)`` blocks.  For a recorded
-    request ``num_computed_tokens = input_length + output_length - 1``.  The live connector calls
-    this per finished request, ``--lookup vllm`` per batch (:func:`vllm_anonymous_counts`).
-    """
-    extra = -(-num_computed_tokens // block_size) - n_full_blocks
-    return extra * (extra > 0)
 
 
 def vllm_anonymous_counts(records: np.ndarray, n_blocks: np.ndarray, block_size: int) -> np.ndarray:
@@ -77,8 +66,8 @@ def vllm_anonymous_counts(records: np.ndarray, n_blocks: np.ndarray, block_size:
     """
     inp = records["input_length"].astype(np.int64)
     out = np.maximum(records["output_length"].astype(np.int64), 1)
-    return np.ascontiguousarray(partial_tail_blocks(inp + out - 1, n_blocks, block_size),
-                                dtype=np.int64)
+    return np.ascontiguousarray(partial_tail_blocks(computed_tokens(inp, out), n_blocks,
+                                                    block_size), dtype=np.int64)
 
 
 #: PrefixSim's RESULT keys, in its order; this project's extra keys follow them.

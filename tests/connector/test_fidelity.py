@@ -144,7 +144,7 @@ def replay_like_vllm(path: str, capacity: int) -> list[int]:
     are inserted when it finishes, with the final partial block held meanwhile (as the live
     shadow does).  Requests are replayed in completion order, one at a time.
     """
-    from shadow.sim.simulator import partial_tail_blocks
+    from shadow.sim.vllm_rules import partial_tail_blocks
     from shadow.sim import CacheSpec, Simulator
     from shadow.trace import open_trace
 

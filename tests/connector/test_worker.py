@@ -8,7 +8,7 @@ import logging
 
 from shadow.connector.config import parse_extra_config
 from shadow.connector.worker import ADMIT, RELEASE, CACHE_FIELDS, ShadowWorker
-from shadow.sim.simulator import partial_tail_blocks
+from shadow.sim.vllm_rules import partial_tail_blocks
 
 B = 4
 
