@@ -44,7 +44,7 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (KVConnectorBase_V
                                                                KVConnectorRole, SupportsHMA)
 
 from shadow.connector.config import ShadowConfig, parse_extra_config
-from shadow.connector.metrics import (ENGINE_FIELDS, ShadowCollector, ShadowPromMetrics,
+from shadow.connector.metrics import (ENGINE_FIELDS, Payload, ShadowCollector, ShadowPromMetrics,
                                       ShadowStats, rows_delta, start_endpoint, stopped_delta)
 from shadow.connector.worker import (ADMIT, RELEASE, RESET, STEP, CACHE_FIELDS, Prediction,
                                      ShadowWorker, Step)
@@ -348,19 +348,20 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
     def cumulative_payload(self) -> dict[str, Any]:
         """Cumulative counters of this engine (the own endpoint's values)."""
         if self._worker is None:
-            return {"c": {}, "e": {}, "rec": 0, "cap": 0, "s": {}}
+            return {Payload.CACHES: {}, Payload.ENGINE: {}, Payload.RECORDING: 0,
+                    Payload.CAPACITY: 0, Payload.STOPPED: {}}
         snap = self._worker.snapshot
         c = self.counters
         rec_req, rec_bytes, worker_err = snap.worker
         return {
-            "c": {k: list(row) for k, row in zip(snap.cache_keys, snap.caches)},
-            "e": {"observed_requests": c.observed, "dropped_requests": c.dropped,
+            Payload.CACHES: {k: list(row) for k, row in zip(snap.cache_keys, snap.caches)},
+            Payload.ENGINE: {"observed_requests": c.observed, "dropped_requests": c.dropped,
                   "recorded_requests": rec_req, "recorded_bytes": rec_bytes,
                   "errors": c.errors + worker_err, "engine_query_tokens": c.engine_query,
                   "engine_hit_tokens": c.engine_hit},
-            "rec": snap.recording_enabled,
-            "cap": self.cfg.engine_blocks,
-            "s": dict(zip(snap.cache_keys, snap.stopped)),
+            Payload.RECORDING: snap.recording_enabled,
+            Payload.CAPACITY: self.cfg.engine_blocks,
+            Payload.STOPPED: dict(zip(snap.cache_keys, snap.stopped)),
         }
 
     def get_kv_connector_stats(self) -> ShadowStats | None:
@@ -393,8 +394,10 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
                     and not any(any(r) for r in rows.values())):
                 return None
             self._last_rec_sent = rec
-            return ShadowStats(data={"c": rows, "e": e, "rec": rec, "cap": self.cfg.engine_blocks,
-                                     "s": stopped})
+            return ShadowStats(data={Payload.CACHES: rows, Payload.ENGINE: e,
+                                     Payload.RECORDING: rec,
+                                     Payload.CAPACITY: self.cfg.engine_blocks,
+                                     Payload.STOPPED: stopped})
         except Exception as exc:  # noqa: BLE001
             self._error("get_kv_connector_stats", exc)
             return None

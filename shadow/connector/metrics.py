@@ -36,6 +36,20 @@ from shadow.connector.worker import CACHE_FIELDS, cache_key
 
 logger = logging.getLogger(__name__)
 
+class Payload:
+    """Keys of the stats payload (module docstring).
+
+    NOTE: the payload stays a plain dict: it crosses from the engine core to the frontend inside
+    vLLM's ``KVConnectorStats`` every step, and short keys keep that message small.
+    """
+
+    CACHES = "c"        # cache key -> counter row (CACHE_FIELDS order)
+    ENGINE = "e"        # ENGINE_FIELDS name -> count
+    RECORDING = "rec"   # 1 recording, 0 off, -1 unknown
+    CAPACITY = "cap"    # the engine's usable block count
+    STOPPED = "s"       # cache key -> 1 stopped, 0 serving
+
+
 #: Per-engine counters (the payload's "e" keys), in exposition order.
 ENGINE_FIELDS = ("observed_requests", "dropped_requests", "recorded_requests", "recorded_bytes",
                  "errors", "engine_query_tokens", "engine_hit_tokens")
@@ -89,45 +103,48 @@ class ShadowStats(KVConnectorStats):
         d = self.data
         if not d:
             return True
-        if d.get("s") or any(v for v in d.get("e", {}).values()):
+        if d.get(Payload.STOPPED) or any(v for v in d.get(Payload.ENGINE, {}).values()):
             return False
-        return not any(any(row) for row in d.get("c", {}).values())
+        return not any(any(row) for row in d.get(Payload.CACHES, {}).values())
 
     def aggregate(self, other: KVConnectorStats) -> "ShadowStats":
         o = other.data if other is not None else {}
         if not o:
             return self
         if not self.data:
-            self.data = {"c": {k: list(v) for k, v in o.get("c", {}).items()},
-                         "e": dict(o.get("e", {})), "rec": o.get("rec", -1),
-                         "cap": o.get("cap", 0), "s": dict(o.get("s", {}))}
+            self.data = {
+                Payload.CACHES: {k: list(v) for k, v in o.get(Payload.CACHES, {}).items()},
+                Payload.ENGINE: dict(o.get(Payload.ENGINE, {})),
+                Payload.RECORDING: o.get(Payload.RECORDING, -1),
+                Payload.CAPACITY: o.get(Payload.CAPACITY, 0),
+                Payload.STOPPED: dict(o.get(Payload.STOPPED, {}))}
             return self
-        c = self.data.setdefault("c", {})
-        for k, row in o.get("c", {}).items():
+        c = self.data.setdefault(Payload.CACHES, {})
+        for k, row in o.get(Payload.CACHES, {}).items():
             mine = c.get(k)
             c[k] = list(row) if mine is None else [a + b for a, b in zip(mine, row)]
-        e = self.data.setdefault("e", {})
-        for k, v in o.get("e", {}).items():
+        e = self.data.setdefault(Payload.ENGINE, {})
+        for k, v in o.get(Payload.ENGINE, {}).items():
             e[k] = e.get(k, 0) + v
-        if o.get("rec", -1) >= 0:
-            self.data["rec"] = o["rec"]
-        if o.get("cap"):
-            self.data["cap"] = o["cap"]
-        if o.get("s"):  # a state, not a count: the later interval's value wins
-            self.data.setdefault("s", {}).update(o["s"])
+        if o.get(Payload.RECORDING, -1) >= 0:
+            self.data[Payload.RECORDING] = o[Payload.RECORDING]
+        if o.get(Payload.CAPACITY):
+            self.data[Payload.CAPACITY] = o[Payload.CAPACITY]
+        if o.get(Payload.STOPPED):  # a state, not a count: the later interval's value wins
+            self.data.setdefault(Payload.STOPPED, {}).update(o[Payload.STOPPED])
         return self
 
     def reduce(self) -> dict[str, int | float]:
         """One line for vLLM's periodic connector log: prefix hit ratio per shadow cache."""
         out: dict[str, int | float] = {}
         ql, hl = CACHE_FIELDS.index("block_lookups"), CACHE_FIELDS.index("block_prefix_hits")
-        for k, row in self.data.get("c", {}).items():
+        for k, row in self.data.get(Payload.CACHES, {}).items():
             look = row[ql]
             out[f"{k} prefix_hit_ratio"] = round(row[hl] / look, 4) if look else 0.0
-        for k, v in self.data.get("s", {}).items():
+        for k, v in self.data.get(Payload.STOPPED, {}).items():
             if v:
                 out[f"{k} stopped"] = 1
-        for k, v in self.data.get("e", {}).items():
+        for k, v in self.data.get(Payload.ENGINE, {}).items():
             if v:
                 out[k] = v
         return out
@@ -283,7 +300,7 @@ class ShadowPromMetrics(KVConnectorPromMetrics):
     def observe(self, transfer_stats_data: dict[str, Any], engine_idx: int = 0) -> None:
         try:
             base, engine_incs, last = self._engine_children(engine_idx)
-            rows = transfer_stats_data.get("c")
+            rows = transfer_stats_data.get(Payload.CACHES)
             if rows is not None and engine_idx in self._guessed:
                 self._drop_wrong_guesses(engine_idx, base, rows)
             if rows:
@@ -297,19 +314,19 @@ class ShadowPromMetrics(KVConnectorPromMetrics):
                     for inc, v in zip(incs, row):
                         if v > 0:
                             inc(v)
-            for f, v in transfer_stats_data.get("e", {}).items():
+            for f, v in transfer_stats_data.get(Payload.ENGINE, {}).items():
                 if v > 0:
                     inc = engine_incs.get(f)
                     if inc is not None:
                         inc(v)
-            for key, v in (transfer_stats_data.get("s") or {}).items():
+            for key, v in (transfer_stats_data.get(Payload.STOPPED) or {}).items():
                 # NOTE: rare (every cache in an engine's first payload, then a change of state)
                 self._stopped.labels(*base, *split_key(key)).set(v)
-            rec = transfer_stats_data.get("rec", -1)
+            rec = transfer_stats_data.get(Payload.RECORDING, -1)
             if rec is not None and rec >= 0 and rec != last[0]:
                 self._rec.labels(*base).set(rec)
                 last[0] = rec
-            cap = transfer_stats_data.get("cap")
+            cap = transfer_stats_data.get(Payload.CAPACITY)
             if cap and cap != last[1]:
                 self._cap.labels(*base).set(cap)
                 last[1] = cap
@@ -329,7 +346,7 @@ class ShadowCollector:
         fams = {f: CounterMetricFamily(f"shadow_{f}", CACHE_HELP[f],
                                        labels=["model_name", "engine", "policy",
                                                "capacity_blocks"]) for f in CACHE_FIELDS}
-        for key, row in d.get("c", {}).items():
+        for key, row in d.get(Payload.CACHES, {}).items():
             policy, cap = split_key(key)
             for f, v in zip(CACHE_FIELDS, row):
                 fams[f].add_metric(self._base + [policy, cap], float(v))
@@ -337,17 +354,17 @@ class ShadowCollector:
         for f in ENGINE_FIELDS:
             fam = CounterMetricFamily(f"shadow_{f}", ENGINE_HELP[f],
                                       labels=["model_name", "engine"])
-            fam.add_metric(self._base, float(d.get("e", {}).get(f, 0)))
+            fam.add_metric(self._base, float(d.get(Payload.ENGINE, {}).get(f, 0)))
             yield fam
         g = GaugeMetricFamily(RECORDING_GAUGE, RECORDING_HELP, labels=["model_name", "engine"])
-        g.add_metric(self._base, float(max(d.get("rec", 0), 0)))
+        g.add_metric(self._base, float(max(d.get(Payload.RECORDING, 0), 0)))
         yield g
         g = GaugeMetricFamily(CAPACITY_GAUGE, CAPACITY_HELP, labels=["model_name", "engine"])
-        g.add_metric(self._base, float(d.get("cap", 0)))
+        g.add_metric(self._base, float(d.get(Payload.CAPACITY, 0)))
         yield g
         g = GaugeMetricFamily(STOPPED_GAUGE, STOPPED_HELP,
                               labels=["model_name", "engine", "policy", "capacity_blocks"])
-        for key, v in d.get("s", {}).items():
+        for key, v in d.get(Payload.STOPPED, {}).items():
             g.add_metric(self._base + list(split_key(key)), float(v))
         yield g
 

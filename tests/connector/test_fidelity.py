@@ -54,6 +54,7 @@ def test_shadow_vllm_policy_reproduces_engine_hits(tmp_path):
     from vllm.config import KVTransferConfig
 
     from shadow.connector.connector import INSTANCES
+    from shadow.connector.metrics import Payload as P
 
     rec_dir = tmp_path / "rec"
     extra = {"policies": ["vllm", "lru"], "capacity_factors": [1.0], "capacities": [8, 200],
@@ -103,12 +104,12 @@ def test_shadow_vllm_policy_reproduces_engine_hits(tmp_path):
         assert p.engine_hit_tokens == e and p.num_tokens == n
         assert p.prefix_hit_tokens[key] <= (n - 1) // BLOCK_SIZE * BLOCK_SIZE
     # The workload must exercise what it claims: reuse, generated-block reuse and eviction.
-    row = dict(zip(conn.cache_keys, [payload["c"][k] for k in conn.cache_keys]))[key]
+    row = dict(zip(conn.cache_keys, [payload[P.CACHES][k] for k in conn.cache_keys]))[key]
     evictions = row[10]
     assert sum(engine_hits) > 0 and evictions > 0
     # A bigger cache would have hit more: the engine's cache really was too small.
     assert sum(p.prefix_hit_tokens["vllm|200"] for p in preds) > sum(engine_hits)
-    assert payload["e"]["engine_hit_tokens"] == sum(engine_hits)
+    assert payload[P.ENGINE]["engine_hit_tokens"] == sum(engine_hits)
 
     # The recording, joined by `shadow convert`, replays through the simulator to the same hits.
     from shadow.connector.recorder import list_segments

@@ -110,6 +110,8 @@ class Driver:
 
     def assert_exact(self, *, per_request: bool = True) -> dict:
         """Every step's pool equal; per request, shadow == engine; the counters agree."""
+        from shadow.connector.metrics import Payload as P
+
         assert not self.diffs, f"{len(self.diffs)} steps differ; first: {self.diffs[:2]}"
         conn = self.conn
         if per_request:
@@ -119,10 +121,10 @@ class Driver:
                 assert pred.engine_hit_tokens == n_cached, (rid, pred, n_cached)
                 assert pred.prefix_hit_tokens[self.key] == n_cached, (rid, pred, n_cached)
         p1 = conn.cumulative_payload()
-        row = p1["c"][self.key]
-        row0 = self.p0["c"][self.key]
-        e_hit = p1["e"]["engine_hit_tokens"] - self.p0["e"]["engine_hit_tokens"]
-        e_query = p1["e"]["engine_query_tokens"] - self.p0["e"]["engine_query_tokens"]
+        row = p1[P.CACHES][self.key]
+        row0 = self.p0[P.CACHES][self.key]
+        e_hit = p1[P.ENGINE]["engine_hit_tokens"] - self.p0[P.ENGINE]["engine_hit_tokens"]
+        e_query = p1[P.ENGINE]["engine_query_tokens"] - self.p0[P.ENGINE]["engine_query_tokens"]
         # NOTE: reset leaves the token counters as they were, so deltas compare like the rule
         s_hit, s_query = row[9] - row0[9], row[8] - row0[8]
         assert (s_hit, s_query) == (e_hit, e_query), ((s_hit, s_query), (e_hit, e_query))

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 from prometheus_client import REGISTRY, Counter, CollectorRegistry
 
+from shadow.connector.metrics import Payload as P
 from shadow.connector.metrics import (ENGINE_FIELDS, ShadowCollector, ShadowPromMetrics,
                                       ShadowStats, _fast_inc, rows_delta, start_endpoint,
                                       stopped_delta)
@@ -74,8 +75,9 @@ def test_observe_adds_deltas_to_the_labelled_counters():
         e = {f: (i % 3) * (k + 1) for k, f in enumerate(ENGINE_FIELDS)}
         for f, v in e.items():
             e_total[f] += v
-        st = ShadowStats(data={"c": rows_delta(KEYS, snap, prev), "e": e, "rec": i % 2,
-                               "cap": 100})
+        st = ShadowStats(data={P.CACHES: rows_delta(KEYS, snap, prev), P.ENGINE: e,
+                               P.RECORDING: i % 2,
+                               P.CAPACITY: 100})
         prom.observe(st.data, 0)
         prev = snap
     for k, row in zip(KEYS, snaps[-1]):
@@ -120,12 +122,12 @@ def test_stopped_delta_names_every_cache_first_then_only_changes():
 
 def test_stopped_state_aggregates_to_the_latest_and_is_never_empty():
     st = ShadowStats(data={})
-    st.aggregate(ShadowStats(data={"c": {}, "e": {}, "s": dict.fromkeys(KEYS, 0)}))
-    st.aggregate(ShadowStats(data={"c": {}, "e": {}, "s": {"lru|200": 1}}))
-    assert st.data["s"] == {"vllm|100": 0, "lru|100": 0, "lru|200": 1}
+    st.aggregate(ShadowStats(data={P.CACHES: {}, P.ENGINE: {}, P.STOPPED: dict.fromkeys(KEYS, 0)}))
+    st.aggregate(ShadowStats(data={P.CACHES: {}, P.ENGINE: {}, P.STOPPED: {"lru|200": 1}}))
+    assert st.data[P.STOPPED] == {"vllm|100": 0, "lru|100": 0, "lru|200": 1}
     # a payload that only says a cache stopped still goes out (its counters did not move)
-    assert not ShadowStats(data={"c": {}, "e": {}, "s": {"lru|200": 1}}).is_empty()
-    assert ShadowStats(data={"c": {}, "e": {}, "s": {}}).is_empty()
+    assert not ShadowStats(data={P.CACHES: {}, P.ENGINE: {}, P.STOPPED: {"lru|200": 1}}).is_empty()
+    assert ShadowStats(data={P.CACHES: {}, P.ENGINE: {}, P.STOPPED: {}}).is_empty()
     assert st.reduce()["lru|200 stopped"] == 1 and "lru|100 stopped" not in st.reduce()
 
 
@@ -141,14 +143,16 @@ def test_observe_sets_the_stopped_gauge_per_cache():
                       capacity_blocks=cap)
 
     zero = [[0.0] * len(CACHE_FIELDS) for _ in KEYS]
-    prom.observe({"c": rows_delta(KEYS, zero, None), "e": {},
-                  "s": stopped_delta(KEYS, (0, 0, 0), None)}, 0)
+    prom.observe({P.CACHES: rows_delta(KEYS, zero, None), P.ENGINE: {},
+                  P.STOPPED: stopped_delta(KEYS, (0, 0, 0), None)}, 0)
     assert [stopped(k) for k in KEYS] == [0, 0, 0]
-    prom.observe({"c": {}, "e": {}, "s": stopped_delta(KEYS, (0, 1, 0), (0, 0, 0))}, 0)
+    prom.observe({P.CACHES: {}, P.ENGINE: {},
+                  P.STOPPED: stopped_delta(KEYS, (0, 1, 0), (0, 0, 0))}, 0)
     assert [stopped(k) for k in KEYS] == [0, 1, 0]
-    prom.observe({"c": {}, "e": {}, "s": {}}, 0)          # no news keeps the state
+    prom.observe({P.CACHES: {}, P.ENGINE: {}, P.STOPPED: {}}, 0)          # no news keeps the state
     assert [stopped(k) for k in KEYS] == [0, 1, 0]
-    prom.observe({"c": {}, "e": {}, "s": stopped_delta(KEYS, (0, 0, 0), (0, 1, 0))}, 0)
+    prom.observe({P.CACHES: {}, P.ENGINE: {},
+                  P.STOPPED: stopped_delta(KEYS, (0, 0, 0), (0, 1, 0))}, 0)
     assert [stopped(k) for k in KEYS] == [0, 0, 0]
 
 
@@ -167,7 +171,7 @@ def test_guessed_series_include_the_stopped_gauge_and_wrong_guesses_go():
     assert _value("shadow_cache_stopped", capacity_blocks="100", **labels) == 0
     assert _value("shadow_requests_total", capacity_blocks="100", **labels) == 0
     row = [1.0] + [0.0] * (len(CACHE_FIELDS) - 1)
-    prom.observe({"c": {"lru|90": row}, "e": {}, "s": {"lru|90": 0}}, 0)
+    prom.observe({P.CACHES: {"lru|90": row}, P.ENGINE: {}, P.STOPPED: {"lru|90": 0}}, 0)
     assert _value("shadow_cache_stopped", capacity_blocks="100", **labels) is None
     assert _value("shadow_requests_total", capacity_blocks="100", **labels) is None
     assert _value("shadow_cache_stopped", capacity_blocks="90", **labels) == 0
@@ -178,8 +182,9 @@ def test_own_endpoint_serves_the_stopped_gauge():
     """The connector's own endpoint (a real HTTP server on a free port, scraped over HTTP)."""
     from tests.vllm_support import free_port, http_get, parse_prometheus
 
-    payload = {"c": {k: [0.0] * len(CACHE_FIELDS) for k in KEYS}, "e": {}, "rec": 0, "cap": 100,
-               "s": {"vllm|100": 0, "lru|100": 1, "lru|200": 0}}
+    payload = {P.CACHES: {k: [0.0] * len(CACHE_FIELDS) for k in KEYS}, P.ENGINE: {},
+               P.RECORDING: 0, P.CAPACITY: 100,
+               P.STOPPED: {"vllm|100": 0, "lru|100": 1, "lru|200": 0}}
     port = free_port()
     server = start_endpoint("127.0.0.1", port, ShadowCollector(lambda: payload, "m", "0"))
     try:

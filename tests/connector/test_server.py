@@ -250,6 +250,8 @@ def test_unwritable_record_dir_turns_recording_off_and_serving_goes_on(tmp_path,
     from vllm import SamplingParams, TokensPrompt
     from vllm.config import KVTransferConfig
 
+    from shadow.connector.metrics import Payload as P
+
     from shadow.connector.connector import INSTANCES
 
     blocker = tmp_path / "not-a-dir"
@@ -280,8 +282,8 @@ def test_unwritable_record_dir_turns_recording_off_and_serving_goes_on(tmp_path,
     assert [len(o.outputs[0].token_ids) for o in outs] == [3, 3, 3]
     assert [o.num_cached_tokens for o in outs] == [0, 64, 64]
     assert [p.engine_hit_tokens for p in preds] == [0, 64, 64]
-    assert payload["rec"] == 0 and payload["e"]["recorded_requests"] == 0
-    assert payload["e"]["errors"] == 0
+    assert payload[P.RECORDING] == 0 and payload[P.ENGINE]["recorded_requests"] == 0
+    assert payload[P.ENGINE]["errors"] == 0
     lines = [r for r in caplog.records if "turned off" in r.getMessage()]
     assert len(lines) == 1 and "not-a-dir" in lines[0].getMessage()
     assert gauges == [0.0]
