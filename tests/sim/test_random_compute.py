@@ -1,9 +1,8 @@
 """random_compute: shared mixin, hand-traced scores, exact differential vs the reference with batching.
 
 Also home of :func:`run_batched`, the differential harness the other sampling policies use: the
-reference loop (``reference/loop.py``) asks for one victim at a time, the Cython loop asks
-``evict_n`` for the whole deficit, so :class:`BatchedRef` turns the reference loop's
-one-at-a-time ``evict`` calls during allocation back into the same ``evict_n`` calls.
+reference loop (``reference/loop.py``) asks a policy with ``evict_n`` for the whole deficit of an
+allocation, as the Cython loop does, so the same draws are made on both sides.
 """
 
 from __future__ import annotations
@@ -24,51 +23,13 @@ from tests.sim._traces import next_access
 from tests.sim.policy_mixin import PolicyMixin, prefix_traces, raw_traces
 
 
-class BatchedRef:
-    """A reference policy whose allocation-phase evictions come from ``evict_n(needed - progress)``,
-    exactly as the Cython loop asks; call :meth:`begin` with the request's ids before serving it."""
-
-    def __init__(self, inner, capacity: int) -> None:
-        self.inner = inner
-        self.capacity = capacity
-        self.queue: list[int] = []
-        self.ids: list[int] = []
-        self.needed: int | None = None
-        self.progress = 0
-
-    def begin(self, ids: list[int]) -> None:
-        self.ids, self.needed, self.progress, self.queue = list(ids), None, 0, []
-
-    def __len__(self) -> int:
-        return len(self.inner)
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-    def evict(self, acc, pinned: set[int]) -> int:
-        if acc.vtime != acc.req_vtime - len(self.ids):      # access phase: one eviction
-            return self.inner.evict(acc, pinned)
-        alpha = set(self.ids)
-        if self.needed is None:
-            missing = {b for b in alpha if not self.inner.find(b)}
-            self.needed = len(missing) - (self.capacity - len(self.inner))
-        if not self.queue:
-            self.queue = list(self.inner.evict_n(acc, self.needed - self.progress, pinned))
-            if not self.queue:
-                return 0
-        victim = self.queue.pop(0)
-        if victim not in alpha:
-            self.progress += 1
-        return victim
-
-
 def run_batched(name: str, params: str, capacity: int, trace: list[list[int]], *, pin: bool,
                 replay_order: str = "deepest-first", cost_model: str = "position"):
     """Per-request (hits, prefix hits, skipped) and counters: Cython loop vs batched reference."""
     nxt = next_access(trace)
     sim = Simulator([CacheSpec(name, capacity, params)], pin=pin, replay_order=replay_order,
                     cost_model=cost_model)
-    pol = BatchedRef(make_reference(name, capacity, params), capacity)
+    pol = make_reference(name, capacity, params)
     ref = RefCache(pol, capacity, pin=pin, replay_order=replay_order, cost_model=cost_model)
     run = sim.runs[0]
     got, want, vt = [], [], 1
@@ -77,7 +38,6 @@ def run_batched(name: str, params: str, capacity: int, trace: list[list[int]], *
         sim.feed(Batch.from_lists([req], next_access=[nxt[i]], first_request=i, first_vtime=vt))
         vt += len(req)
         got.append((run.n_hits - h0, run.n_prefix_hits - p0, run.n_req_skipped - s0))
-        pol.begin(req)
         r = ref.serve(req, nxt[i])
         want.append((r.n_hits, r.n_prefix_hits, int(r.status == "skipped")))
     res = sim.results()[0]
