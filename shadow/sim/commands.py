@@ -12,6 +12,7 @@ from shadow.cli_options import (allow_truncated_option, block_id_option, parse_n
                                 parse_size_list, trace_option)
 from shadow.errors import ShadowError
 from shadow.sim.cost import parse_cost_model
+from shadow.progress import progress_bar
 from shadow.sim.registry import POLICIES, is_built, policy_info
 
 log = logging.getLogger(__name__)
@@ -165,7 +166,10 @@ def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_or
         kind = "jsonl" if type(tr).__name__ == "JsonlTrace" else "lcp"
         click.echo(f"trace {path}: {h.n_requests} requests, {h.n_block_accesses} block accesses, "
                    f"format {kind}, block-id {block_id}")
-        run_trace(sim, tr, path)
+        # NOTE: a sampled policy over a production-size trace runs for minutes: show where the
+        # pass is, its rate and ETA (on a terminal only)
+        with progress_bar(h.n_block_accesses, "simulating", unit="accesses") as cb:
+            run_trace(sim, tr, path, progress=cb)
     results = sim.results()
 
     if fmt == "table":

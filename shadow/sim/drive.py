@@ -9,6 +9,7 @@ partial output (hole files) is left behind.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from shadow.errors import ShadowError
 from shadow.sim.oracle import attach_next_access
@@ -31,8 +32,12 @@ def sim_decode_threads() -> int:
     return default_decode_threads(prefer=SIM_DECODE_THREADS)
 
 
-def run_trace(sim: Simulator, tr, path: str | os.PathLike[str]) -> None:
-    """Feed the whole trace ``tr`` (opened from ``path``) to ``sim`` and close it."""
+def run_trace(sim: Simulator, tr, path: str | os.PathLike[str],
+              progress: Callable[[int, int], None] | None = None) -> None:
+    """Feed the whole trace ``tr`` (opened from ``path``) to ``sim`` and close it.
+
+    ``progress(block accesses fed, requests fed)`` is called after each batch.
+    """
     try:
         if sim.needs_next_access and not tr.header.has_next_access:
             oracles = sorted({s.policy for s in sim.specs if policy_info(s.policy).needs_next_access})
@@ -42,8 +47,13 @@ def run_trace(sim: Simulator, tr, path: str | os.PathLike[str]) -> None:
             # NOTE: a pre-pass over the trace, only when some request is skipped by an oracle
             # smaller than the largest request (it must plan without the requests it skips).
             attach_next_access(sim, tr)
+        accesses = requests = 0
         for batch in prefetched(tr):
             sim.feed(batch)
+            if progress is not None:
+                accesses += len(batch.block_ids)
+                requests += batch.n_requests
+                progress(accesses, requests)
     except BaseException:
         sim.abort()
         raise

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import sys
-from typing import Iterator
 
 import click
 
 from shadow.cli_options import allow_truncated_option, block_id_option, parse_size
 from shadow.errors import ShadowError
+from shadow.progress import progress_bar
 
 
 def _time_unit_option():
@@ -20,22 +18,6 @@ def _time_unit_option():
         show_default=True,
         help="JSONL only: unit of timestamp/timestamp_arrival. auto: seconds if any timestamp is a"
              " JSON float, else ms (seconds for Qwen-shaped lines with all values < 100000).")
-
-
-@contextlib.contextmanager
-def _progress(length: int | None, label: str) -> Iterator:
-    """A progress bar on stderr when it is a terminal, else a no-op callback."""
-    if not sys.stderr.isatty() or not length:
-        yield None
-        return
-    with click.progressbar(length=length, label=label, file=sys.stderr) as bar:
-        state = {"done": 0}
-
-        def update(done: int, *_ignored) -> None:
-            bar.update(done - state["done"])
-            state["done"] = done
-
-        yield update
 
 
 @click.command("convert", context_settings={"help_option_names": ["-h", "--help"]})
@@ -71,7 +53,7 @@ def convert(paths: tuple[str, ...], block_id: str, allow_truncated: bool, time_u
     inputs, output = list(paths[:-1]), paths[-1]
     frame_bytes = 0 if frame_size.strip() == "0" else parse_size(frame_size, what="frame size")
     size = os.path.getsize(inputs[0]) if os.path.isfile(inputs[0]) else None
-    with _progress(size if len(inputs) == 1 else None, "reading") as cb:
+    with progress_bar(size if len(inputs) == 1 else None, "reading") as cb:
         summary = convert_file(inputs, output, block_id=block_id, time_unit=time_unit,
                                allow_truncated=allow_truncated, level=level,
                                frame_bytes=frame_bytes, block_size_tokens=block_size, progress=cb)
@@ -105,7 +87,7 @@ def stat(trace: str, as_json: bool, block_id: str, allow_truncated: bool, time_u
             total = h.n_block_accesses if h.counts_valid else None
         except ShadowError:
             total = None  # trace_stats reports it
-    with _progress(total, "reading") as cb:
+    with progress_bar(total, "reading") as cb:
         s = trace_stats(trace, allow_truncated=allow_truncated, block_id=block_id,
                         time_unit=time_unit,
                         progress=(lambda _r, acc: cb(acc)) if cb else None)
