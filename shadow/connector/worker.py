@@ -31,7 +31,7 @@ from typing import Any
 
 from shadow.connector.config import ShadowConfig
 from shadow.connector.interner import BlockInterner
-from shadow.sim.simulator import LiveBatch
+from shadow.sim.live import LiveBatch
 from shadow.sim.vllm_rules import blocks_held, full_blocks, max_hit_blocks
 
 logger = logging.getLogger(__name__)

@@ -14,7 +14,13 @@ __all__ = ["Simulator", "CacheSpec", "Result", "Admission", "LiveBatch", "list_p
 
 def __getattr__(name: str):
     # NOTE: lazy, so `import shadow.sim` works before the extension modules are built.
-    if name in ("Simulator", "CacheSpec", "Result", "Admission", "LiveBatch"):
+    if name == "Simulator":
         from shadow.sim import simulator
-        return getattr(simulator, name)
+        return simulator.Simulator
+    if name in ("CacheSpec", "Result"):
+        from shadow.sim import results
+        return getattr(results, name)
+    if name in ("Admission", "LiveBatch"):
+        from shadow.sim import live
+        return getattr(live, name)
     raise AttributeError(name)

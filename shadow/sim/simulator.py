@@ -1,5 +1,8 @@
 """The multi-cache stepper: one decode of a trace, every (policy, capacity) cache stepped over it.
 
+(Specs and results: :mod:`shadow.sim.results`; the live protocol: :mod:`shadow.sim.live`; vLLM's
+block rules and the lookup modes: :mod:`shadow.sim.vllm_rules`.)
+
 ``Simulator.feed(batch)`` serves every request of a :class:`~shadow.trace.batch.Batch` in every
 cache, each cache's whole batch with the GIL released (so a reader thread can decode the next
 batch meanwhile).  ``admit``/``release`` are the live, one-request-at-a-time form used by the
@@ -10,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -20,8 +22,12 @@ from shadow.errors import ShadowError
 from shadow.sim.cost import CostModel, parse_cost_model
 from shadow.sim.loop import FAIL_MESSAGES, CacheRun, live_batch_all, serve_chunks
 from shadow.sim.registry import make_policy, policy_info
-from shadow.sim.vllm_rules import (computed_tokens, full_blocks, max_hit_blocks,
-                                   partial_tail_blocks)
+from shadow.sim.live import Admission, LiveBatch
+from shadow.sim.results import CacheSpec, Result
+from shadow.sim.vllm_rules import LOOKUP_MODES, lookup_counts, vllm_anonymous_counts
+
+__all__ = ["Simulator", "CacheSpec", "Result", "Admission", "LiveBatch", "prefetched",
+           "CHUNK_ENTRIES"]
 
 log = logging.getLogger(__name__)
 
@@ -29,292 +35,6 @@ log = logging.getLogger(__name__)
 CHUNK_ENTRIES = 16384
 
 #: Rough relative cost per block access, to balance the caches over threads (measured ratios).
-
-#: ``lookup`` modes: which of a request's blocks are looked up (counted in the statistics).
-LOOKUP_MODES = ("all", "prompt", "vllm")
-
-
-def lookup_counts(records: np.ndarray, n_blocks: np.ndarray, mode: str, block_size: int) -> np.ndarray | None:
-    """Per request, how many leading blocks are looked up; None for ``all`` (every block).
-
-    A recorded request holds its prompt blocks and then its generated-token blocks;
-    ``input_length`` says where the prompt ends.  ``prompt``: the prompt's full blocks,
-    ``input_length // B``.  ``vllm``: ``(input_length - 1) // B``, since vLLM always recomputes the
-    prompt's last token (a prompt of exactly k blocks can reuse only k - 1).  Capped at the
-    request's block count and at 0.
-    """
-    if mode == "all":
-        return None
-    inp = records["input_length"].astype(np.int64)
-    if mode == "prompt":
-        k = full_blocks(inp, block_size)
-    else:
-        k = max_hit_blocks(inp, block_size)
-    return np.ascontiguousarray(np.clip(k, 0, n_blocks), dtype=np.int64)
-
-
-def vllm_anonymous_counts(records: np.ndarray, n_blocks: np.ndarray, block_size: int) -> np.ndarray:
-    """Per request, the slots vLLM holds beyond the request's recorded blocks (``--lookup vllm``).
-
-    vLLM allocates slots for the tokens it computes, ``input_length + output_length - 1`` of them
-    (the last sampled token never is), so a request holds ``ceil(that / B)`` blocks; in a
-    recording (full prompt blocks, then full generated blocks) that is one more than its blocks
-    when the computed length is not a multiple of B: the final partial block, allocated
-    (evicting when the cache is full) and freed unhashed.  Where a trace names fewer of the
-    request's blocks (a converted trace without its output blocks) the others count the same way:
-    room held while the request runs, nothing cached (:func:`partial_tail_blocks`).
-    """
-    inp = records["input_length"].astype(np.int64)
-    out = np.maximum(records["output_length"].astype(np.int64), 1)
-    return np.ascontiguousarray(partial_tail_blocks(computed_tokens(inp, out), n_blocks,
-                                                    block_size), dtype=np.int64)
-
-
-#: PrefixSim's RESULT keys, in its order; this project's extra keys follow them.
-RESULT_KEYS = ("trace", "algo", "cache_size", "cost_model", "block_id", "n_req", "n_req_skipped",
-               "n_blocks", "block_hit_ratio", "compute_saving_ratio", "n_eviction",
-               "n_self_eviction", "n_unexpected_eviction")
-EXTRA_KEYS = ("prefix_hit_ratio", "prefix_compute_saving_ratio", "holes_per_req", "mean_hole_len",
-              "max_hole_len", "pin", "replay_order")
-
-
-@dataclass(frozen=True)
-class CacheSpec:
-    """One simulated cache: a registered policy name, its capacity in blocks, its ``k=v`` params."""
-
-    policy: str
-    capacity: int
-    params: str = ""
-
-    @property
-    def label(self) -> str:
-        return self.policy if not self.params else f"{self.policy}({self.params})"
-
-
-def _ratio(a: float, b: float) -> float:
-    return a / b if b else 0.0
-
-
-@dataclass
-class Result:
-    """Statistics of one cache after a run (ratios are 0 when their denominator is)."""
-
-    spec: CacheSpec
-    trace: str
-    cost_model: str
-    block_id: str
-    pin: bool
-    replay_order: str
-    n_req: int
-    n_req_skipped: int
-    n_blocks: int
-    n_hits: int
-    n_prefix_hits: int
-    total_cost: float
-    saved_cost: float
-    prefix_saved_cost: float
-    n_eviction: int
-    n_self_eviction: int
-    n_unexpected_eviction: int
-    n_holes: int
-    hole_len_sum: int
-    max_hole_len: int
-    error: str | None = None
-
-    @property
-    def block_hit_ratio(self) -> float:
-        return _ratio(self.n_hits, self.n_blocks)
-
-    @property
-    def compute_saving_ratio(self) -> float:
-        return _ratio(self.saved_cost, self.total_cost)
-
-    @property
-    def prefix_hit_ratio(self) -> float:
-        return _ratio(self.n_prefix_hits, self.n_blocks)
-
-    @property
-    def prefix_compute_saving_ratio(self) -> float:
-        return _ratio(self.prefix_saved_cost, self.total_cost)
-
-    @property
-    def holes_per_req(self) -> float:
-        return _ratio(self.n_holes, self.n_req)
-
-    @property
-    def mean_hole_len(self) -> float:
-        return _ratio(self.hole_len_sum, self.n_holes)
-
-    def fields(self) -> dict[str, object]:
-        return {
-            "trace": self.trace,
-            "algo": self.spec.policy,
-            "cache_size": self.spec.capacity,
-            "cost_model": self.cost_model,
-            "block_id": self.block_id,
-            "n_req": self.n_req,
-            "n_req_skipped": self.n_req_skipped,
-            "n_blocks": self.n_blocks,
-            "block_hit_ratio": f"{self.block_hit_ratio:.6f}",
-            "compute_saving_ratio": f"{self.compute_saving_ratio:.6f}",
-            "n_eviction": self.n_eviction,
-            "n_self_eviction": self.n_self_eviction,
-            "n_unexpected_eviction": self.n_unexpected_eviction,
-            "prefix_hit_ratio": f"{self.prefix_hit_ratio:.6f}",
-            "prefix_compute_saving_ratio": f"{self.prefix_compute_saving_ratio:.6f}",
-            "holes_per_req": f"{self.holes_per_req:.4f}",
-            "mean_hole_len": f"{self.mean_hole_len:.4f}",
-            "max_hole_len": self.max_hole_len,
-            "pin": "on" if self.pin else "off",
-            "replay_order": self.replay_order,
-        }
-
-    def summary_line(self) -> str:
-        """PrefixSim's summary line (``%-24s block hit ratio %.4f   compute saving %.4f``)."""
-        return (f"{self.spec.policy:<24s} block hit ratio {self.block_hit_ratio:.4f}   "
-                f"compute saving {self.compute_saving_ratio:.4f}")
-
-    def result_line(self) -> str:
-        """``RESULT k=v ...``: PrefixSim's keys in its order, then this project's extra keys."""
-        f = self.fields()
-        parts = [f"{k}={f[k]}" for k in RESULT_KEYS + EXTRA_KEYS]
-        if self.spec.params:
-            parts.append(f"params={self.spec.params}")
-        return "RESULT " + " ".join(parts)
-
-
-class Admission:
-    """A live request admitted into every cache; release it with :meth:`Simulator.release` or
-    :meth:`LiveBatch.release`.
-
-    Its per-cache results (``served``, ``hits``: gap-spanning, ``prefix_hits``: up to the first
-    miss, ``cost``, ``saved``, ``prefix_saved``; lists in the simulator's cache order) exist once
-    the batch that admits it has been served; before that reading them raises ShadowError.
-    """
-
-    __slots__ = ("ids", "n_anonymous", "released", "_i", "_f")
-
-    def __init__(self, ids: list[int], n_anonymous: int) -> None:
-        #: the admitted block ids (a list; the release inserts and unpins these)
-        self.ids = ids
-        self.n_anonymous = n_anonymous
-        self.released = False
-        self._i: np.ndarray | None = None   # (caches, 3): rc, hits, prefix hits
-        self._f: np.ndarray | None = None   # (caches, 3): cost, saved, prefix saved
-
-    def _col(self, a: np.ndarray | None, j: int) -> list:
-        if a is None:
-            raise ShadowError("admission not served yet (serve its LiveBatch first)")
-        return a[:, j].tolist()
-
-    @property
-    def block_ids(self) -> np.ndarray:
-        return np.array(self.ids, dtype=np.int64)
-
-    @property
-    def served(self) -> list[bool]:
-        return [rc == 0 for rc in self._col(self._i, 0)]
-
-    @property
-    def hits(self) -> list[int]:
-        return self._col(self._i, 1)
-
-    @property
-    def prefix_hits(self) -> list[int]:
-        return self._col(self._i, 2)
-
-    @property
-    def cost(self) -> list[float]:
-        return self._col(self._f, 0)
-
-    @property
-    def saved(self) -> list[float]:
-        return self._col(self._f, 1)
-
-    @property
-    def prefix_saved(self) -> list[float]:
-        return self._col(self._f, 2)
-
-
-class LiveBatch:
-    """Live admissions and releases, queued in order and served by :meth:`Simulator.serve_live`.
-
-    Invariant: serving a batch is the same as calling :meth:`Simulator.admit` /
-    :meth:`Simulator.release` for its events one by one, in order (each cache is independent),
-    but it costs one call per cache for the whole batch instead of one per request per cache,
-    and each cache serves every event while its tables are in the CPU cache.
-    """
-
-    __slots__ = ("ev", "flat", "offsets", "ts", "nxt", "admissions", "outside", "max_len",
-                 "_rows")
-
-    def __init__(self) -> None:
-        self.ev: list[tuple[int, int, int, int, int]] = []   # (kind, a, b, c, link)
-        self.flat: list[int] = []
-        self.offsets: list[int] = [0]
-        self.ts: list[float] = []
-        self.nxt: list[tuple[int, list[int]]] = []           # (entry offset, next-access values)
-        self.admissions: list[tuple[int, Admission]] = []    # (event, admission)
-        self.outside: list[tuple[int, Admission]] = []       # releases of earlier batches' admissions
-        self.max_len = 0
-        self._rows: dict[int, int] = {}                        # id(admission) -> its event here
-
-    def __len__(self) -> int:
-        return len(self.ev)
-
-    def admit(self, block_ids: Iterable[int], n_match: int | None = None, n_anonymous: int = 0,
-              timestamp_s: float = -1.0, next_access: Iterable[int] | None = None) -> Admission:
-        """Queue an admission (see :meth:`Simulator.admit`); its results appear once served."""
-        ids = block_ids if type(block_ids) is list else [int(x) for x in block_ids]
-        if ids and min(ids) < 1:
-            # NOTE: ids start at 1: 0 is the empty mark, the bottom of int64 marks free slots
-            raise ShadowError(f"block id {min(ids)} in an admission (block ids start at 1)")
-        B = len(ids)
-        nm = B if n_match is None else max(0, min(int(n_match), B))
-        n_anon = max(0, int(n_anonymous))
-        adm = Admission(ids, n_anon)
-        e = len(self.ev)
-        start = self.offsets[-1]
-        if next_access is not None:
-            nx = [int(x) for x in next_access]
-            if len(nx) != B:
-                raise ShadowError(f"next_access has {len(nx)} values for {B} blocks")
-            self.nxt.append((start, nx))
-        self.ev.append((0, nm, n_anon, 0, -1))
-        self.flat.extend(ids)
-        self.offsets.append(start + B)
-        self.ts.append(float(timestamp_s))
-        self.admissions.append((e, adm))
-        self._rows[id(adm)] = e
-        if B + n_anon > self.max_len:
-            self.max_len = B + n_anon
-        return adm
-
-    def release(self, adm: Admission, extra_block_ids: Iterable[int] = (),
-                n_anonymous_final: int = 0) -> None:
-        """Queue a release (see :meth:`Simulator.release`)."""
-        if adm.released:
-            raise ShadowError("request released twice")
-        link = self._rows.get(id(adm), -1)
-        if link < 0 and adm._i is None:
-            raise ShadowError("release of an admission that was never served")
-        adm.released = True
-        extra = (extra_block_ids if type(extra_block_ids) is list
-                 else [int(x) for x in extra_block_ids])
-        e = len(self.ev)
-        B = len(adm.ids)
-        n_final = max(0, int(n_anonymous_final))
-        self.ev.append((1, B, adm.n_anonymous, n_final, link))
-        self.flat.extend(adm.ids)
-        self.flat.extend(extra)
-        L = B + len(extra)
-        self.offsets.append(self.offsets[-1] + L)
-        self.ts.append(-1.0)
-        if link < 0:
-            self.outside.append((e, adm))
-        if L + n_final > self.max_len:
-            self.max_len = L + n_final
-
 
 class Simulator:
     """Step several (policy, capacity) caches over one trace, or serve live requests."""

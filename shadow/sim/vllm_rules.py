@@ -9,6 +9,8 @@ arithmetic in C) all follow them.
 
 from __future__ import annotations
 
+import numpy as np
+
 
 def max_hit_blocks(num_tokens, block_size):
     """Blocks a prefix-cache lookup may return: ``(N - 1) // B``.
@@ -45,3 +47,43 @@ def partial_tail_blocks(num_computed_tokens, n_full_blocks, block_size):
 def computed_tokens(input_length, output_length):
     """Tokens vLLM computed for a finished request: the last sampled one never is."""
     return input_length + output_length - 1
+
+
+#: ``lookup`` modes: which of a request's blocks are looked up (counted in the statistics).
+LOOKUP_MODES = ("all", "prompt", "vllm")
+
+
+def lookup_counts(records: np.ndarray, n_blocks: np.ndarray, mode: str, block_size: int) -> np.ndarray | None:
+    """Per request, how many leading blocks are looked up; None for ``all`` (every block).
+
+    A recorded request holds its prompt blocks and then its generated-token blocks;
+    ``input_length`` says where the prompt ends.  ``prompt``: the prompt's full blocks,
+    ``input_length // B``.  ``vllm``: ``(input_length - 1) // B``, since vLLM always recomputes the
+    prompt's last token (a prompt of exactly k blocks can reuse only k - 1).  Capped at the
+    request's block count and at 0.
+    """
+    if mode == "all":
+        return None
+    inp = records["input_length"].astype(np.int64)
+    if mode == "prompt":
+        k = full_blocks(inp, block_size)
+    else:
+        k = max_hit_blocks(inp, block_size)
+    return np.ascontiguousarray(np.clip(k, 0, n_blocks), dtype=np.int64)
+
+
+def vllm_anonymous_counts(records: np.ndarray, n_blocks: np.ndarray, block_size: int) -> np.ndarray:
+    """Per request, the slots vLLM holds beyond the request's recorded blocks (``--lookup vllm``).
+
+    vLLM allocates slots for the tokens it computes, ``input_length + output_length - 1`` of them
+    (the last sampled token never is), so a request holds ``ceil(that / B)`` blocks; in a
+    recording (full prompt blocks, then full generated blocks) that is one more than its blocks
+    when the computed length is not a multiple of B: the final partial block, allocated
+    (evicting when the cache is full) and freed unhashed.  Where a trace names fewer of the
+    request's blocks (a converted trace without its output blocks) the others count the same way:
+    room held while the request runs, nothing cached (:func:`partial_tail_blocks`).
+    """
+    inp = records["input_length"].astype(np.int64)
+    out = np.maximum(records["output_length"].astype(np.int64), 1)
+    return np.ascontiguousarray(partial_tail_blocks(computed_tokens(inp, out), n_blocks,
+                                                    block_size), dtype=np.int64)
