@@ -170,19 +170,8 @@ class _Caches:
 
     def holds(self, block_id: int) -> bool:
         """Whether any shadow cache holds ``block_id`` (the interner keeps such ids)."""
-        for r in self.runs:
-            if isinstance(r, _pool_type()):
-                if r.holds(block_id):
-                    return True
-            elif r.policy.py_find(block_id) >= 0:
-                return True
-        return self.engine_pool.holds(block_id)
-
-
-def _pool_type():
-    from shadow.sim.vllm_pool import VllmBlockPool
-
-    return VllmBlockPool
+        return (any(r.holds(block_id) for r in self.runs)
+                or self.engine_pool.holds(block_id))
 
 
 def lower_thread_priority(increment: int) -> None:

@@ -348,6 +348,11 @@ cdef class CacheRun:
         if self.holes != NULL:
             fclose(self.holes)
 
+    def holds(self, int64_t block_id) -> bool:
+        """Whether ``block_id`` is resident in this cache (read-only; the connector's interner
+        keeps an id while some cache holds it)."""
+        return self.policy.find(block_id) >= 0
+
     def reserve(self, int64_t n_blocks):
         """Make the per-request scratch arrays hold a request of ``n_blocks`` (plus anonymous) blocks."""
         cdef uint64_t size = 16

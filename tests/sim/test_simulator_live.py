@@ -180,3 +180,12 @@ def test_admission_of_a_block_id_below_1_is_refused(bad):
     with pytest.raises(ShadowError, match=rf"block id {bad} in an admission \(block ids start at 1\)"):
         sim.admit([3, bad, 4])
     assert sim.results()[0].n_req == 0
+
+
+def test_holds_says_which_blocks_a_cache_keeps():
+    sim = Simulator([CacheSpec("lru", 2)], verify=False)
+    run = sim.runs[0]
+    sim.release(sim.admit([5, 6]))
+    assert run.holds(5) and run.holds(6) and not run.holds(7)
+    sim.release(sim.admit([7]))                   # evicts 6 or 5 (lru: 6 was used last)
+    assert run.holds(7) and sum(run.holds(b) for b in (5, 6)) == 1
