@@ -15,20 +15,19 @@ blocks per trace block):
   prompt contains generated tokens.
 * ``n_partial``: 1 if ``(N + O - 1) % B`` (the last, partial block: held, never cached), else 0.
 
-:class:`BlockPoolModel` replays such requests through a plain-Python copy of vLLM's ``BlockPool``
-behaviour (0.27+): a free queue whose head is reused first, lazy eviction when a cached block is
-reallocated, hits ``touch`` blocks out of the queue, a finished request frees its blocks tail first
-with unhashed blocks prepended at the head and hashed ones appended at the tail, and duplicate
-physical copies of one hash allowed.  It is the cross-check for the simulator's ``vllm`` policy.
+:class:`BlockPoolModel` replays such requests through vLLM's block pool as
+:class:`shadow.sim.vllm_pool.VllmBlockPool` models it (the live connector's ``vllm`` caches,
+tested against the engine after every step): duplicate physical copies of one hash included.
+It is the cross-check for the simulator's ``vllm`` policy.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
 from itertools import count
 from typing import Iterator
 
+from shadow.sim.vllm_pool import VllmBlockPool
 from shadow.sim.vllm_rules import computed_tokens, full_blocks, max_hit_blocks, partial_tail_blocks
 
 UNIQUE_BASE = 1 << 52  # above every trace-derived key: b*k + j for trace ids < 2**40
@@ -65,86 +64,46 @@ def engine_request(blocks: list[int] | tuple[int, ...], tail: int, tokens_per_bl
 
 
 class BlockPoolModel:
-    """vLLM's block pool with ``num_blocks - 1`` usable blocks (block 0 is the null block)."""
+    """vLLM's block pool with ``num_blocks - 1`` usable blocks, for whole replayed requests.
 
-    def __init__(self, num_blocks: int) -> None:
+    A thin adapter over :class:`shadow.sim.vllm_pool.VllmBlockPool`, the pool the live connector
+    runs and tests against the engine step by step: a request is admitted with its prompt (the
+    lookup stops at the first miss, at most ``max_hit`` blocks), then grows to the tokens the
+    engine computes (its generated blocks cached, the last partial block held), and is freed
+    tail first at release.
+    """
+
+    def __init__(self, num_blocks: int, block_size: int) -> None:
         self.capacity = num_blocks - 1
-        self.free: OrderedDict[int, None] = OrderedDict((i, None) for i in range(1, num_blocks))
-        self.ref = [0] * num_blocks
-        self.key_of: list[int | None] = [None] * num_blocks
-        self.by_key: dict[int, dict[int, None]] = {}
-        self.evictions = 0
-        self.held: dict[int, list[int]] = {}
+        self.block_size = block_size
+        self.pool = VllmBlockPool(self.capacity, block_size)
 
-    def _pop(self) -> int:
-        if not self.free:
-            raise RuntimeError("block pool exhausted: a request larger than the cache")
-        blk, _ = self.free.popitem(last=False)
-        key = self.key_of[blk]
-        if key is not None:  # lazy eviction: a cached block is dropped only when reused
-            copies = self.by_key[key]
-            del copies[blk]
-            if not copies:
-                del self.by_key[key]
-            self.key_of[blk] = None
-            self.evictions += 1
-        self.ref[blk] = 1
-        return blk
-
-    def _cache(self, blk: int, key: int) -> None:
-        self.key_of[blk] = key
-        self.by_key.setdefault(key, {})[blk] = None
-
-    def lookup(self, req: EngineRequest) -> list[int]:
-        """The blocks a lookup would hit (read-only): first miss stops, at most ``max_hit``."""
-        hit_blocks = []
-        for key in req.prompt_keys[:req.max_hit]:
-            copies = self.by_key.get(key)
-            if not copies:
-                break
-            hit_blocks.append(next(iter(copies)))
-        return hit_blocks
+    def _end_tokens(self, req: EngineRequest) -> int:
+        n_full = len(req.prompt_keys) + len(req.gen_keys)
+        return n_full * self.block_size + (1 if req.n_partial else 0)
 
     def fits(self, req: EngineRequest) -> bool:
         """Whether the free queue holds every block the request needs beyond its hit."""
-        hit = self.lookup(req)
-        free_after_touch = len(self.free) - sum(1 for b in hit if self.ref[b] == 0)
-        need = len(req.prompt_keys) - len(hit) + len(req.gen_keys) + req.n_partial
-        return need <= free_after_touch
+        return self.pool.fits(list(req.prompt_keys), req.prompt_tokens, self._end_tokens(req))
 
     def admit(self, rid: int, req: EngineRequest) -> int:
         """Look up, touch and allocate; return the hit in blocks (first miss stops)."""
-        hit_blocks = self.lookup(req)
-        for blk in hit_blocks:  # touch
-            if self.ref[blk] == 0:
-                del self.free[blk]
-            self.ref[blk] += 1
-        blocks = list(hit_blocks)
-        for key in req.prompt_keys[len(hit_blocks):]:
-            blk = self._pop()
-            self._cache(blk, key)  # NOTE: a duplicate copy when the key is already cached
-            blocks.append(blk)
-        for key in req.gen_keys:
-            blk = self._pop()
-            self._cache(blk, key)
-            blocks.append(blk)
-        for _ in range(req.n_partial):
-            blocks.append(self._pop())
-        self.held[rid] = blocks
-        return len(hit_blocks)
+        ids = list(req.prompt_keys)
+        res = self.pool.admit(rid, ids, req.prompt_tokens, req.prompt_tokens)
+        if res is None:
+            raise RuntimeError("block pool exhausted: admit only requests that fit")
+        ids.extend(req.gen_keys)
+        if not self.pool.grow(rid, self._end_tokens(req)):
+            raise RuntimeError("block pool exhausted: admit only requests that fit")
+        return res[2]
 
     def release(self, rid: int) -> None:
         """Free tail first: unhashed to the head (reused first), hashed to the tail (LRU)."""
-        first, last = [], []
-        for blk in reversed(self.held.pop(rid)):
-            self.ref[blk] -= 1
-            if self.ref[blk] == 0:
-                (first if self.key_of[blk] is None else last).append(blk)
-        for blk in reversed(first):
-            self.free[blk] = None
-            self.free.move_to_end(blk, last=False)
-        for blk in last:
-            self.free[blk] = None
+        self.pool.free(rid)
+
+    @property
+    def evictions(self) -> int:
+        return self.pool.n_eviction
 
     def n_cached(self) -> int:
-        return sum(1 for k in self.key_of if k is not None)
+        return sum(self.pool.copies().values())

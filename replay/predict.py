@@ -9,7 +9,8 @@ The measured requests are replayed, in the order the engine saw them, through
   (the blocks decoding fills, and the last partial one); at release the blocks filled by decoding
   as extra (unique) block ids, which take the reserved slots.  The ``vllm`` cache is *the* prediction; the
   others say what another policy would have saved;
-* :class:`replay.engine_model.BlockPoolModel`, a plain copy of vLLM's block pool, as a cross-check.
+* :class:`replay.engine_model.BlockPoolModel`, vLLM's block pool (the connector's
+  ``VllmBlockPool``), as a cross-check.
 
 Order: a request is admitted when it was sent and released when its stream ended; releases at
 the same instant come first.  With one request at a time this is exactly the engine's order and
@@ -106,7 +107,7 @@ def predict(results: list[RequestResult], *, tokens_per_block: int, block_size: 
     sim = None
     if use_simulator:
         sim, pred.policies, pred.skipped_policies = _make_simulator(wanted, capacity, cost_model)
-    model = BlockPoolModel(num_gpu_blocks)
+    model = BlockPoolModel(num_gpu_blocks, block_size)
     fresh = unique_keys()
     reqs: dict[int, EngineRequest] = {}
     adms: dict[int, Any] = {}

@@ -218,6 +218,19 @@ cdef class VllmBlockPool:
             out.append(b)
         return out
 
+    def fits(self, ids, int64_t num_tokens, int64_t end_tokens) -> bool:
+        """Whether a request admitted now could hold ``end_tokens`` tokens without waiting: its
+        blocks beyond the hit, plus the hit blocks taken out of the free queue, are free."""
+        cdef int64_t B = self.block_size
+        cdef list hit = self.lookup(ids, min(len(ids), max(num_tokens - 1, 0) // B))
+        cdef int64_t n_hit = len(hit), end = max(end_tokens, n_hit * B), need
+        cdef int32_t b
+        need = max((end + B - 1) // B - n_hit, 0)
+        for b in hit:
+            if self.ref[b] == 0:
+                need += 1
+        return need <= self.num_free
+
     def blocks_needed(self, req_id, int64_t end_tokens) -> int:
         """New blocks a running request needs to hold ``end_tokens`` tokens (0 if unknown)."""
         cdef _Req r = self.reqs.get(req_id)

@@ -106,7 +106,7 @@ def test_report_from_results_written_by_hand(tmp_path):
                                 max_output_tokens=8)
     from replay.engine_model import BlockPoolModel, engine_request, unique_keys
 
-    pool, fresh = BlockPoolModel(257), unique_keys()
+    pool, fresh = BlockPoolModel(257, 32), unique_keys()
     results = []
     for i, s in enumerate(specs):
         hit = pool.admit(i, engine_request(s.blocks, s.tail, 32, 32, s.max_tokens, fresh)) * 32

@@ -34,7 +34,7 @@ def test_engine_request_counts():
 def test_block_pool_lru_tail_first():
     # capacity 4 (5 blocks, one null); one block per request, no generated blocks
     fresh = unique_keys()
-    pool = BlockPoolModel(5)
+    pool = BlockPoolModel(5, 32)
     reqs = {}
     for rid, blocks in enumerate([[1, 2], [3], [1, 2, 4]]):
         reqs[rid] = engine_request(blocks, 1, 32, 32, 1, fresh)  # tail 1 token: a partial block
@@ -51,7 +51,7 @@ def test_block_pool_lru_tail_first():
 
 def test_block_pool_evicts_deepest_first():
     fresh = unique_keys()
-    pool = BlockPoolModel(4)  # capacity 3
+    pool = BlockPoolModel(4, 32)  # capacity 3
     a = engine_request([1, 2, 3], 0, 32, 32, 1, fresh)
     pool.admit(0, a)
     pool.release(0)

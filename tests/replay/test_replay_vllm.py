@@ -158,7 +158,7 @@ def test_one_at_a_time_cached_tokens_equal_prediction(server, tmp_path):
     from replay.results import read_results
 
     _, _, results = read_results(out)
-    big, fresh, unbounded = BlockPoolModel(100_000), unique_keys(), 0
+    big, fresh, unbounded = BlockPoolModel(100_000, 32), unique_keys(), 0
     for res in sorted(results, key=lambda x: x.seq):
         er = engine_request(res.blocks, res.tail, 32, 32, res.output_tokens, fresh)
         unbounded += big.admit(res.seq, er) * 32

@@ -97,6 +97,16 @@ def test_growth_caches_blocks_as_they_fill_and_a_request_that_does_not_fit_is_sk
     p.check()
 
 
+def test_fits_counts_the_hit_blocks_taken_out_of_the_free_queue(VllmBlockPool):
+    p = VllmBlockPool(4, B)
+    p.admit("a", [11, 12], num_tokens=8, end_tokens=8)
+    p.free("a")                                   # free: [3, 4, 2, 1]... 2 and 1 hold 12, 11
+    # 9 tokens: hits 11, 12 (both free: they leave the queue) + 1 new block = 3 of 4 free
+    assert p.fits([11, 12], 9, 9)
+    # 3 blocks beyond the hit + the 2 hit blocks = 5 > 4
+    assert not p.fits([11, 12], 9, 9 + 2 * B)
+
+
 def test_a_reset_keeps_the_free_queue_order(VllmBlockPool):
     p = VllmBlockPool(4, B)
     p.admit("a", [11, 12], num_tokens=9, end_tokens=9)
@@ -149,6 +159,8 @@ def test_cython_pool_equals_the_reference_event_by_event(seed):
             rid = f"r{seq}" if rng.random() < 0.9 or not live else rng.choice(sorted(live))
             seq += 1
             count = rng.random() < 0.85
+            grown = end + B * rng.randrange(0, 4)
+            assert a.fits(ids, n_tok, grown) == b.fits(ids, n_tok, grown)
             ra = a.admit(rid, list(ids), n_tok, end, count)
             rb = b.admit(rid, list(ids), n_tok, end, count)
             assert ra == rb

@@ -180,6 +180,14 @@ class VllmBlockPool:
             out.append(copies[0])
         return out
 
+    def fits(self, ids: Sequence[int], num_tokens: int, end_tokens: int) -> bool:
+        """Whether a request admitted now could hold ``end_tokens`` tokens without waiting: its
+        blocks beyond the hit, plus the hit blocks taken out of the free queue, are free."""
+        B = self.block_size
+        hit = self.lookup(ids, min(len(ids), max(num_tokens - 1, 0) // B))
+        need = max(-(-max(end_tokens, len(hit) * B) // B) - len(hit), 0)
+        return need + sum(1 for b in hit if self.ref[b] == 0) <= self.num_free
+
     def blocks_needed(self, req_id: str, end_tokens: int) -> int:
         """New blocks a running request needs to hold ``end_tokens`` tokens (0 if unknown)."""
         r = self.reqs.get(req_id)
