@@ -188,8 +188,8 @@ def worker_round(reqs: list, batch_max: int) -> dict:
     w = wmod.ShadowWorker(cfg, start=False)
     w.batch_max = batch_max
     for k, (hashes, n_in) in enumerate(reqs):
-        w.submit((wmod.ADMIT, f"r{k}", hashes, n_in, 0, False, float(k)))
-        w.submit_control((wmod.RELEASE, f"r{k}", [], 10, float(k) + 0.5, n_in,
+        w.submit(wmod.Admit(f"r{k}", hashes, n_in, 0, False, float(k)))
+        w.submit_control(wmod.Release(f"r{k}", [], 10, float(k) + 0.5, n_in,
                           1 if n_in % B else 0))
     gc.collect()
     c0 = time.process_time()

@@ -46,7 +46,7 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (KVConnectorBase_V
 from shadow.connector.config import ShadowConfig, parse_extra_config
 from shadow.connector.metrics import (ENGINE_FIELDS, Payload, ShadowCollector, ShadowPromMetrics,
                                       ShadowStats, rows_delta, start_endpoint, stopped_delta)
-from shadow.connector.worker import (ADMIT, RELEASE, RESET, STEP, CACHE_FIELDS, Prediction,
+from shadow.connector.worker import (Admit, Preempt, Release, Reset, CACHE_FIELDS, Prediction,
                                      ShadowWorker, Step)
 from shadow.errors import ShadowError
 from shadow.sim.vllm_rules import full_blocks, max_hit_blocks, partial_tail_blocks
@@ -112,7 +112,7 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
         self._local_hit: dict[str, int] = {}
         # request id -> (request, number of block hashes admitted)
         self._inflight: dict[str, tuple[Any, int]] = {}
-        # this step's admissions (ADMIT tuples + the live hash list), queued with the step
+        # this step's admissions (Admit events), queued with the step
         self._step_adm: list[tuple] = []
         self._dropped_ids: set[str] = set()
         self._logged: set[str] = set()
@@ -230,8 +230,9 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
                 return
             # NOTE: queued with the step (build_connector_meta), which knows the tokens
             # scheduled and, for a step with preemptions, what vLLM did before admitting
-            self._step_adm.append((ADMIT, rid, hashes, num_tokens, local_hit, preempted,
-                                   request.arrival_time, request.block_hashes, local_hit))
+            # NOTE: `end` holds the local hit until the step adds the tokens it scheduled
+            self._step_adm.append(Admit(rid, hashes, num_tokens, local_hit, preempted,
+                                        request.arrival_time, request.block_hashes, local_hit))
             self._inflight[rid] = (request, len(hashes))
         except Exception as exc:  # noqa: BLE001
             self._error("update_state_after_alloc", exc)
@@ -267,7 +268,7 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
                     continue
                 req, n_adm = st
                 n_full = max_hit_blocks(req.num_tokens, self.block_size)
-                pre.append((rid, req.block_hashes[n_adm:n_full], 0))
+                pre.append(Preempt(rid, req.block_hashes[n_adm:n_full], 0))
         if not (adm or pre or cached.req_ids):
             return
         if adm:
@@ -278,16 +279,16 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
                 c = self.counters
                 for a in adm:
                     c.dropped += 1
-                    self._dropped_ids.add(a[1])
-                    self._inflight.pop(a[1], None)
+                    self._dropped_ids.add(a.req_id)
+                    self._inflight.pop(a.req_id, None)
                 adm = []
             else:
                 # the tokens scheduled this step end where the admission's allocation ends
-                adm = [a[:8] + (a[8] + sched.get(a[1], 0),) for a in adm]
+                adm = [a._replace(end=a.end + sched.get(a.req_id, 0)) for a in adm]
         # NOTE: `adm or ()`: an empty list here may still be self._step_adm, which the next
         # admission appends to while the worker has yet to read this step
-        ev = (STEP, Step(cached.req_ids, cached.num_computed_tokens, cached.resumed_req_ids,
-                         sched, pre, adm or ()))
+        ev = Step(cached.req_ids, cached.num_computed_tokens, cached.resumed_req_ids, sched,
+                  pre, adm or ())
         if adm or pre:
             self._worker.submit_control(ev)
         else:
@@ -321,10 +322,10 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
             decode = request.block_hashes[n_adm:n_full] if n_full > n_adm else []
             # NOTE: a release must follow its admission even when the queue is full, or the
             # shadow would keep the request's blocks pinned forever.
-            self._worker.submit_control((RELEASE, rid, decode, request.num_output_tokens,
-                                         time.time(), request.num_prompt_tokens,
-                                         partial_tail_blocks(n_comp, max(n_full, n_adm),
-                                                            self.block_size), n_comp))
+            self._worker.submit_control(Release(rid, decode, request.num_output_tokens,
+                                                time.time(), request.num_prompt_tokens,
+                                                partial_tail_blocks(n_comp, max(n_full, n_adm),
+                                                                    self.block_size), n_comp))
         except Exception as exc:  # noqa: BLE001
             self._error("request_finished", exc)
 
@@ -334,7 +335,7 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
         try:
             self._inflight.clear()
             self._step_adm = []
-            self._worker.submit_control((RESET,))
+            self._worker.submit_control(Reset())
             return True
         except Exception as exc:  # noqa: BLE001
             self._error("reset_cache", exc)

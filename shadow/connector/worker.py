@@ -27,7 +27,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from shadow.connector.config import ShadowConfig
 from shadow.connector.interner import BlockInterner
@@ -36,14 +36,49 @@ from shadow.sim.vllm_rules import blocks_held, full_blocks, max_hit_blocks
 
 logger = logging.getLogger(__name__)
 
-# Event kinds (first element of each queued tuple).
-#: ``(ADMIT, req_id, hashes, num_tokens, engine_hit, preempted, t_arrival_s)``: a whole
-#: request admitted (its prompt computed in one go); ``(RELEASE, req_id, decode_hashes,
-#: n_output, t_done_s, input_length, n_anon_final[, num_computed_tokens])``: it finished;
-#: ``(PREEMPT, req_id, decode_hashes, n_anon_final)``; ``(STEP, Step)``: one scheduler step
-#: (see :class:`Step`); ``(RESET,)``; ``(CALL, fn)``: a barrier that calls ``fn``.
-ADMIT, RELEASE, PREEMPT, RESET, CALL, STEP = range(6)
-_SIM_EVENTS = (ADMIT, RELEASE, PREEMPT, STEP)
+class Admit(NamedTuple):
+    """A request admitted.  Queued alone, its whole prompt is computed at once; inside a
+    :class:`Step`, ``end`` is where the step's allocation ends (local hit + tokens scheduled)
+    and ``live_hashes`` is the request's own block-hash list, read for blocks that fill later."""
+
+    req_id: str
+    hashes: list
+    num_tokens: int
+    engine_hit: int
+    preempted: bool
+    t_arrival_s: float
+    live_hashes: list | None = None
+    end: int | None = None
+
+
+class Release(NamedTuple):
+    """A request finished (or was aborted) and freed its blocks."""
+
+    req_id: str
+    decode_hashes: list             # hashes of its generated full blocks
+    n_output: int
+    t_done_s: float
+    input_length: int
+    n_anon_final: int = 0           # blocks held beyond the full ones (the partial tail)
+    num_computed_tokens: int | None = None
+
+
+class Preempt(NamedTuple):
+    """A request preempted: its blocks freed; a later admission serves it again."""
+
+    req_id: str
+    decode_hashes: list
+    n_anon_final: int = 0
+
+
+class Reset(NamedTuple):
+    """vLLM's prefix-cache reset: every shadow cache starts afresh (a barrier)."""
+
+
+class Call(NamedTuple):
+    """A barrier: ``fn()`` is called once everything queued before it is served."""
+
+    fn: Callable[[], Any]
 #: The policy whose live caches are vLLM's physical block pool (shadow.sim.vllm_pool).
 POOL_POLICY = "vllm"
 #: Events served per ``Simulator.serve_live`` call (and per counter snapshot).
@@ -87,16 +122,20 @@ class Step:
       step; requests in ``resumed_ids`` are admissions, listed in ``admissions``);
     * ``scheduled``: request id -> tokens scheduled this step (``num_scheduled_tokens``);
     * ``preempted``: ``(req_id, decode_hashes)`` of the requests preempted in this step;
-    * ``admissions``: ADMIT tuples of the requests admitted this step, in admission order,
-      each followed by the request's live block-hash list (read for blocks that fill later).
+    * ``admissions``: :class:`Admit` events of the requests admitted this step, in admission
+      order.
     """
 
     running_ids: Sequence[str]
     running_computed: Sequence[int]
     resumed_ids: Any
     scheduled: dict[str, int]
-    preempted: list[tuple[str, list]]
-    admissions: list[tuple]
+    preempted: list[Preempt]
+    admissions: Sequence[Admit]
+
+
+#: The events served by the simulator (everything else is a barrier).
+_SIM_EVENTS = (Admit, Release, Preempt, Step)
 
 
 @dataclass(frozen=True)
@@ -211,7 +250,7 @@ class ShadowWorker:
         self.keys = tuple(cache_key(p.label, c) for p, c in cfg.caches)
         self.interner = BlockInterner(cfg.id_horizon_s, is_held=self._holds)
         self.recorder = recorder
-        self.inflight: dict[str, tuple] = {}
+        self.inflight: dict[str, list] = {}
         self.predictions: deque[Prediction] = deque(maxlen=max(cfg.prediction_log_size, 0) or 1)
         self._log_predictions = cfg.prediction_log_size > 0
         # per-cache token counters the simulator does not keep (tokens, not blocks)
@@ -226,7 +265,7 @@ class ShadowWorker:
             self.start()
 
     # -- scheduler thread ------------------------------------------------------------------
-    def submit(self, event: tuple) -> bool:
+    def submit(self, event: Admit) -> bool:
         """Queue ``event``; False (and nothing queued) when the queue is full.  Never blocks."""
         q = self.queue
         if len(q) >= self.maxsize:
@@ -236,12 +275,12 @@ class ShadowWorker:
             self._wake.set()
         return True
 
-    def submit_control(self, event: tuple) -> None:
+    def submit_control(self, event: Any) -> None:
         """Queue a control event regardless of the bound (resets, flush barriers)."""
         self.queue.append(event)
         self._wake.set()
 
-    def submit_quiet(self, event: tuple) -> None:
+    def submit_quiet(self, event: Step) -> None:
         """Queue an event regardless of the bound without waking an idle worker.
 
         NOTE: for steps that only grow running requests (most decode steps): waking the worker
@@ -263,7 +302,7 @@ class ShadowWorker:
             self._drain()
             return True
         done = threading.Event()
-        self.submit_control((CALL, done.set))
+        self.submit_control(Call(done.set))
         return done.wait(timeout_s)
 
     def stop(self, timeout_s: float = 30.0) -> None:
@@ -304,20 +343,20 @@ class ShadowWorker:
             batch = []
             while q and len(batch) < self.batch_max:
                 ev = q.popleft()
-                if ev[0] in _SIM_EVENTS:
+                if type(ev) in _SIM_EVENTS:
                     batch.append(ev)
                     continue
                 # NOTE: a control event is a barrier: what was queued before it is served first
                 self._serve(batch)
                 batch = []
                 try:
-                    if ev[0] == RESET:
+                    if type(ev) is Reset:
                         self._reset()
-                    elif ev[0] == CALL:
+                    elif type(ev) is Call:
                         self.snapshot = self._make_snapshot()
-                        ev[1]()
+                        ev.fn()
                 except Exception as exc:  # noqa: BLE001 - one bad event must not stop the shadow
-                    self._error(f"event {ev[0]}", exc)
+                    self._error(f"event {type(ev).__name__}", exc)
             self._serve(batch)
             if q:  # NOTE: more to come: publish progress between batches
                 self.snapshot = self._make_snapshot()
@@ -340,17 +379,17 @@ class ShadowWorker:
         finished: list[tuple] = []
         for ev in events:
             try:
-                kind = ev[0]
-                if kind == STEP:
-                    self._step(lb, admitted, ev[1])
-                elif kind == ADMIT:
-                    self._admit(lb, admitted, *ev[1:])
-                elif kind == RELEASE:
-                    self._release(lb, finished, *ev[1:])
+                kind = type(ev)
+                if kind is Step:
+                    self._step(lb, admitted, ev)
+                elif kind is Admit:
+                    self._admit(lb, admitted, *ev)
+                elif kind is Release:
+                    self._release(lb, finished, *ev)
                 else:
-                    self._preempt(lb, *ev[1:])
+                    self._preempt(lb, *ev)
             except Exception as exc:  # noqa: BLE001 - one bad event must not stop the shadow
-                self._error(f"event {ev[0]}", exc)
+                self._error(f"event {type(ev).__name__}", exc)
         caches = self._sim
         counted0 = caches.counted()
         if caches.sim is not None and len(lb):
@@ -413,7 +452,7 @@ class ShadowWorker:
         pre = st.preempted
         if len(pre) > 1:
             order = {rid: k for k, rid in enumerate(inflight)}
-            pre = sorted(pre, key=lambda p: order.get(p[0], -1), reverse=True)
+            pre = sorted(pre, key=lambda p: order.get(p.req_id, -1), reverse=True)
         pre = list(pre)
         engine = self._sim.engine_pool
         sched = st.scheduled
@@ -430,7 +469,7 @@ class ShadowWorker:
         for p in pre:
             self._preempt(lb, *p)
         for adm in st.admissions:
-            self._admit(lb, admitted, *adm[1:])
+            self._admit(lb, admitted, *adm)
 
     def _grow(self, req_id: str, end: int) -> None:
         """A running request scheduled up to ``end`` tokens: the pools allocate and cache."""
@@ -467,7 +506,7 @@ class ShadowWorker:
             # the partial tail block: held, never reusable
             n_anon = blocks_held(num_tokens, b) - full_blocks(num_tokens, b)
             adm = lb.admit(ids, n_match=n_match, n_anonymous=n_anon, timestamp_s=t_arrival_s)
-        # NOTE: without a step the whole prompt is computed at admission (ADMIT events)
+        # NOTE: without a step the whole prompt is computed at admission (an Admit event queued alone)
         end_tok = num_tokens if end is None else end
         pool_ids = list(ids)
         pool_hits = []

@@ -244,7 +244,7 @@ def test_a_queued_step_keeps_its_admissions(engine):
     from vllm.v1.core.sched.output import SchedulerOutput
     from vllm.v1.request import Request
 
-    from shadow.connector.worker import STEP
+    from shadow.connector.worker import Step
 
     llm, conn = engine
     hasher = llm.llm_engine.engine_core.engine_core.request_block_hasher
@@ -269,7 +269,7 @@ def test_a_queued_step_keeps_its_admissions(engine):
         conn.request_finished(req, [])
     finally:
         worker.submit_control, worker.submit_quiet = submit, quiet
-    steps = [ev[1] for ev in queued if ev[0] == STEP]
-    assert [[a[1] for a in s.admissions] for s in steps] == [[], ["late"]]
+    steps = [ev for ev in queued if type(ev) is Step]
+    assert [[a.req_id for a in s.admissions] for s in steps] == [[], ["late"]]
     assert conn.flush()
     assert [p.request_id for p in conn.predictions()].count("late") == 1

@@ -20,7 +20,7 @@ from tests.oom_support import fix_mmap_threshold, relax, result, squeeze
 fix_mmap_threshold()
 
 from shadow.connector.config import parse_extra_config
-from shadow.connector.worker import ADMIT, CACHE_FIELDS, RELEASE, RESET, ShadowWorker
+from shadow.connector.worker import CACHE_FIELDS, Admit, Release, Reset, ShadowWorker
 
 logs = []
 
@@ -39,8 +39,8 @@ w = ShadowWorker(cfg, start=False)
 
 def request(rid, names):
     hashes = [f"h:{n}".encode() for n in names]
-    w.submit((ADMIT, rid, hashes, len(names) * B, 0, False, 1.0))
-    w.submit_control((RELEASE, rid, [], 1, 2.0, len(names) * B, 0))
+    w.submit(Admit(rid, hashes, len(names) * B, 0, False, 1.0))
+    w.submit_control(Release(rid, [], 1, 2.0, len(names) * B, 0))
     assert w.flush()
 
 
@@ -66,7 +66,7 @@ out["keys"], out["prev"] = list(w.keys), list(prev)
 request("c", ["p1", "p2"])
 request("d", ["p1", "q"])
 out["later"] = state()
-w.submit_control((RESET,))
+w.submit_control(Reset())
 request("e", ["p1", "p2"])
 out["after_reset"] = state()
 out["predicted"] = {p.request_id: sorted(p.prefix_hit_tokens) for p in w.predictions}

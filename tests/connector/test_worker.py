@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 
 from shadow.connector.config import parse_extra_config
-from shadow.connector.worker import ADMIT, RELEASE, CACHE_FIELDS, ShadowWorker
+from shadow.connector.worker import CACHE_FIELDS, Admit, Release, ShadowWorker
 from shadow.sim.vllm_rules import partial_tail_blocks
 
 B = 4
@@ -25,11 +25,11 @@ def h(*names):
 
 
 def admit(rid, hashes, num_tokens, t=1.0):
-    return (ADMIT, rid, hashes, num_tokens, 0, False, t)
+    return Admit(rid, hashes, num_tokens, 0, False, t)
 
 
 def release(rid, decode, n_out, num_tokens_total_computed, n_full):
-    return (RELEASE, rid, decode, n_out, 2.0, 0,
+    return Release(rid, decode, n_out, 2.0, 0,
             partial_tail_blocks(num_computed_tokens=num_tokens_total_computed,
                                 n_full_blocks=n_full, block_size=B))
 
@@ -78,7 +78,7 @@ def test_an_exception_is_counted_logged_once_and_the_worker_goes_on(caplog):
     try:
         with caplog.at_level(logging.ERROR, logger="shadow.connector.worker"):
             for _ in range(3):
-                w.submit((ADMIT, "bad", None, 5, 0, False, 1.0))  # hashes None: TypeError
+                w.submit(Admit("bad", None, 5, 0, False, 1.0))  # hashes None: TypeError
             w.submit(admit("ok", h("o1"), 5))
             assert w.flush()
         assert w.snapshot.worker[2] == 3
