@@ -40,6 +40,9 @@ POLICIES: dict[str, str] = {
 }
 
 
+#: The largest cache a policy holds: slot numbers are 31-bit (shadow/sim/policy.pxd).
+MAX_CAPACITY = 2**31 - 2
+
 #: Families, in ``--list-algos`` order.
 FAMILIES = ("recency", "frequency", "adaptive", "cost-aware", "oracle", "partial-node", "session",
             "engine-exact")
@@ -176,7 +179,14 @@ def make_policy(name: str, capacity: int, params_text: str | None = None):
     params = parse_params(params_text, spec.defaults, where=f"policy {name}")
     if capacity <= 0:
         raise ShadowError(f"policy {name}: cache size must be positive, got {capacity}")
-    policy = mod.make(int(capacity), params)
+    if capacity > MAX_CAPACITY:
+        raise ShadowError(f"policy {name}: cache size {capacity} blocks is too large (at most "
+                          f"{MAX_CAPACITY} = 2**31 - 2)")
+    try:
+        policy = mod.make(int(capacity), params)
+    except (ValueError, OverflowError) as exc:
+        # NOTE: a policy's own range checks (clock's n-bit-counter, ...) raise ValueError
+        raise ShadowError(f"policy {name}: {exc}") from None
     # NOTE: the loop trusts strict_pins to skip the "victim in the request" check: such a policy
     # never evicts a pinned block while an unpinned one exists (honours_pins alone may be looser:
     # node- and sample-based policies can take a pinned block with the others).

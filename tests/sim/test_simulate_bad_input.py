@@ -1,0 +1,38 @@
+"""`shadow simulate` refuses bad input with one line naming the problem, exit status 2, no
+traceback and no output file (a table: one row per case)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.sim._traces import ROOT
+
+CASES = [
+    (["-c", "9223372036854775808", "-a", "lru"], "cache size 9223372036854775808 blocks is too large"),
+    (["-c", "4g", "-a", "lru"], "cache size 4294967296 blocks is too large"),
+    (["-c", "0", "-a", "lru"], "bad cache size '0': must be positive"),
+    (["-c", "8k", "-a", "nosuch"], "unknown policy 'nosuch'"),
+    (["-c", "8k", "-a", "clock", "--algo-params", "clock:n-bit-counter=0"],
+     "policy clock: n-bit-counter must be 1..8"),
+    (["-c", "8k", "-a", "s3fifo", "--algo-params", "s3fifo:small-size-ratio=2"],
+     "small-size-ratio must be in (0, 1)"),
+    (["-c", "8k", "-a", "lru", "--cost-model", "linear:1"], "expected linear:A,B"),
+    (["-c", "8k", "-a", "lru", "--threads", "0"], "--threads must be at least 1"),
+    (["-c", "8k", "-a", "lru", "-t", "/nonexistent.lcp.zst"], "/nonexistent.lcp.zst: no such file"),
+]
+
+
+@pytest.mark.parametrize("args,message", CASES, ids=[" ".join(a) for a, _ in CASES])
+def test_simulate_refuses_bad_input_in_one_line(args, message, tmp_path):
+    out = tmp_path / "results.txt"
+    r = subprocess.run([sys.executable, "-m", "shadow", "simulate", *args, "-o", str(out)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("shadow: error: "), r.stderr
+    assert message in lines[0], lines[0]
+    assert "Traceback" not in r.stderr
+    assert not out.exists()
