@@ -158,14 +158,13 @@ def _bytes(value: Any, key: str) -> int:
 
 def _check_policy_with_registry(name: str, params: str) -> None:
     """Refuse what cannot run live: unbuilt policies, oracles, bad parameters."""
-    from shadow.sim.params import parse_params
-    from shadow.sim.registry import policy_info
+    from shadow.sim.registry import check_policy, policy_info
 
     info = policy_info(name)  # raises PolicyNotBuilt (a ShadowError) with a clear message
     if info.needs_next_access:
         raise ShadowError(f"policy {name!r} needs the future (next-access times) and cannot run "
                           "live; simulate it offline on the recording")
-    parse_params(params or None, info.defaults, where=f"policy {name}")
+    check_policy(name, params or None)   # NOTE: the same checks as `shadow simulate`
 
 
 def _policies(value: Any, known: list[str] | None,
@@ -242,12 +241,18 @@ def parse_extra_config(extra: dict[str, Any] | None, *, block_size: int, engine_
     factors = (_as_list(extra["capacity_factors"], "capacity_factors")
                if "capacity_factors" in extra else list(DEFAULT_CAPACITY_FACTORS))
     caps: list[int] = []
+    from shadow.sim.registry import MAX_CAPACITY
+
     for i, f in enumerate(factors):
         v = _float(f, f"capacity_factors[{i}]", positive=True)
-        caps.append(max(1, int(round(engine_blocks * v))))
+        cap = max(1, int(round(engine_blocks * v)))
+        if cap > MAX_CAPACITY:
+            raise _err(f"capacity_factors[{i}]", f"{v} x {engine_blocks} engine blocks = {cap} "
+                       f"blocks, more than a shadow cache holds ({MAX_CAPACITY})")
+        caps.append(cap)
     if "capacities" in extra:
         for i, c in enumerate(_as_list(extra["capacities"], "capacities")):
-            caps.append(_int(c, f"capacities[{i}]", lo=1, hi=1 << 31))
+            caps.append(_int(c, f"capacities[{i}]", lo=1, hi=MAX_CAPACITY))
     capacities = tuple(sorted(set(caps)))
     if not capacities:
         raise _err("capacities", "no capacity left: capacity_factors and capacities are both "

@@ -135,6 +135,11 @@ def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_or
     path = trace if trace is not None else bundled_trace_path()
     if fmt is None:
         fmt = "table" if demo else "result"
+    # NOTE: an empty -c "" or -a "" is a mistake, not a request for the demo defaults
+    if cache_size is not None and not cache_size.strip():
+        raise ShadowError("-c/--cache-size is empty")
+    if algo is not None and not algo.strip():
+        raise ShadowError("-a/--algo is empty")
     sizes = parse_size_list(cache_size if cache_size else DEMO_SIZES)
     if algo:
         algos = parse_name_list(algo)

@@ -172,6 +172,14 @@ def policy_specs(built_only: bool = True) -> dict[str, PolicySpec]:
     return out
 
 
+def check_policy(name: str, params_text: str | None = None) -> PolicySpec:
+    """Validate ``name`` with ``params_text`` as ``make_policy`` would (the spec's defaults and
+    the policy's own range checks, on a small instance); the one validation that ``simulate``,
+    ``sweep`` and the connector share.  Raises ShadowError naming the policy."""
+    make_policy(name, 64, params_text)
+    return policy_info(name).spec
+
+
 def make_policy(name: str, capacity: int, params_text: str | None = None):
     """A fresh policy instance of ``capacity`` slots with parameters ``params_text`` (``k=v,...``)."""
     mod = _module(name)

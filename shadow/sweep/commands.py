@@ -54,12 +54,10 @@ def _split_algos(algo_args: tuple[str, ...], params_args: tuple[str, ...]) -> li
 def _check_policies_and_costs(algos: list[tuple[str, str]], cost_models: list[str]) -> None:
     """Fail fast, before any worker starts: an unknown or unbuilt policy, bad parameters, a bad cost model."""
     from shadow.sim import parse_cost_model
-    from shadow.sim.params import parse_params
-    from shadow.sim.registry import policy_info
+    from shadow.sim.registry import check_policy
 
     for name, params in algos:
-        info = policy_info(name)
-        parse_params(params, info.defaults, where=f"policy {name}")
+        check_policy(name, params or None)   # NOTE: the same checks as `shadow simulate`
     for cm in cost_models:
         parse_cost_model(cm)
 

@@ -98,3 +98,16 @@ def test_engine_facts_are_checked():
         parse(None, block_size=0)
     with pytest.raises(ShadowError, match="0 KV blocks"):
         parse(None, engine_blocks=0)
+
+
+@pytest.mark.parametrize("extra,words", [
+    ({"policies": ["s3fifo:small-size-ratio=7"]}, "policies[0]: policy s3fifo: small-size-ratio"),
+    ({"policies": ["clock:n-bit-counter=0"]}, "policies[0]: policy clock: n-bit-counter"),
+    ({"capacity_factors": [1e9]}, "capacity_factors[0]: 1000000000.0 x"),
+    ({"capacities": [2**31]}, "capacities[0]: must be <= 2147483646"),
+])
+def test_the_connector_refuses_what_simulate_refuses(extra, words):
+    """One validation with `shadow simulate` (shadow.sim.registry.check_policy, MAX_CAPACITY)."""
+    with pytest.raises(ShadowError) as ei:
+        parse_extra_config(extra, block_size=32, engine_blocks=100, engine_id="0", dp_rank=0)
+    assert words in str(ei.value), str(ei.value)

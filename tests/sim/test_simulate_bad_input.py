@@ -22,6 +22,8 @@ CASES = [
     (["-c", "8k", "-a", "lru", "--cost-model", "linear:1"], "expected linear:A,B"),
     (["-c", "8k", "-a", "lru", "--threads", "0"], "--threads must be at least 1"),
     (["-c", "8k", "-a", "lru", "-t", "/nonexistent.lcp.zst"], "/nonexistent.lcp.zst: no such file"),
+    (["-c", "", "-a", "lru"], "-c/--cache-size is empty"),
+    (["-c", "8k", "-a", " "], "-a/--algo is empty"),
 ]
 
 
