@@ -77,6 +77,12 @@ def run_cli(command: click.Command, args: list[str] | None = None, prog: str = "
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
+    except click.UsageError as exc:
+        # NOTE: one line, as for every other bad input (click's own block is three)
+        where = exc.ctx.command_path if exc.ctx is not None else prog
+        click.echo(f"{prog}: error: {exc.format_message().rstrip('.')} (see `{where} --help`)",
+                   err=True)
+        sys.exit(2)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)

@@ -24,6 +24,8 @@ CASES = [
     (["-c", "8k", "-a", "lru", "-t", "/nonexistent.lcp.zst"], "/nonexistent.lcp.zst: no such file"),
     (["-c", "", "-a", "lru"], "-c/--cache-size is empty"),
     (["-c", "8k", "-a", " "], "-a/--algo is empty"),
+    (["--bogus"], "No such option '--bogus' (see `shadow simulate --help`)"),
+    (["-c", "8k", "stray"], "Got unexpected extra argument (stray) (see `shadow simulate --help`)"),
 ]
 
 
