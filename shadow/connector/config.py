@@ -16,7 +16,7 @@ import math
 import os
 import re
 from dataclasses import dataclass, field
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from shadow.errors import ShadowError
@@ -177,8 +177,13 @@ def _policies(value: Any, known: list[str] | None,
         key = f"policies[{i}]"
         if isinstance(item, dict):
             name, params = item.get("name") or item.get("policy"), item.get("params", "")
-            if not isinstance(params, str):
-                params = ",".join(f"{k}={v}" for k, v in dict(params).items())
+            if isinstance(params, Mapping):
+                params = ",".join(f"{k}={v}" for k, v in params.items())
+            elif params is None:
+                params = ""
+            elif not isinstance(params, str):
+                raise _err(f"{key}.params", f"expected a k=v,k=v string or a mapping, got "
+                           f"{type(params).__name__} {params!r:.80}")
         elif isinstance(item, str):
             name, _, params = item.partition(":")
         else:
@@ -211,6 +216,9 @@ def parse_extra_config(extra: dict[str, Any] | None, *, block_size: int, engine_
     default capacities are ``round(engine_blocks * f)`` for each of ``capacity_factors``, then
     ``capacities`` (absolute block counts) are added; duplicates collapse.
     """
+    if extra is not None and not isinstance(extra, Mapping):
+        raise ShadowError(f"{PREFIX}: expected a mapping of keys to values, got "
+                          f"{type(extra).__name__} {extra!r:.80}")
     extra = dict(extra or {})
     if not isinstance(block_size, int) or block_size <= 0:
         raise ShadowError(f"shadow connector: the engine's block size {block_size!r} is unusable")

@@ -163,7 +163,7 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
         # NOTE: vLLM's block pool keeps one null block out of num_blocks.
         engine_blocks = int(kv_cache_config.num_blocks) - 1
         ktc = vllm_config.kv_transfer_config
-        extra = dict(getattr(ktc, "kv_connector_extra_config", None) or {})
+        extra = getattr(ktc, "kv_connector_extra_config", None) or {}
         pc = vllm_config.parallel_config
         dp_rank = int(getattr(pc, "data_parallel_rank", 0) or 0)
         # NOTE: KVTransferConfig.engine_id defaults to a fresh uuid4 per start, which would make

@@ -111,3 +111,21 @@ def test_the_connector_refuses_what_simulate_refuses(extra, words):
     with pytest.raises(ShadowError) as ei:
         parse_extra_config(extra, block_size=32, engine_blocks=100, engine_id="0", dp_rank=0)
     assert words in str(ei.value), str(ei.value)
+
+
+@pytest.mark.parametrize("extra,words", [
+    ([1, 2], "kv_connector_extra_config: expected a mapping"),
+    ({"policies": [{"name": "s3fifo", "params": 5}]}, "policies[0].params: expected a k=v,k=v"),
+    ({"policies": [{"name": "s3fifo", "params": [1, 2]}]}, "policies[0].params: expected"),
+])
+def test_values_of_the_wrong_type_are_one_line_errors(extra, words):
+    """Not a TypeError traceback at engine start: a ShadowError naming the key."""
+    with pytest.raises(ShadowError) as ei:
+        parse_extra_config(extra, block_size=32, engine_blocks=100, engine_id="0", dp_rank=0)
+    assert words in str(ei.value), str(ei.value)
+
+
+def test_params_as_a_mapping():
+    cfg = parse_extra_config({"policies": [{"name": "s3fifo", "params": {"small-size-ratio": 0.2}}]},
+                             block_size=32, engine_blocks=100, engine_id="0", dp_rank=0)
+    assert cfg.policies == (PolicySpec("s3fifo", "small-size-ratio=0.2"),)
