@@ -26,6 +26,8 @@ from shadow.errors import ShadowError
 
 CELL_SUFFIX = ".result"
 
+#: Points one ``START:STOP:logN`` range may ask for (a typo's million cells is refused up front).
+MAX_RANGE_POINTS = 1024
 _RANGE_RE = re.compile(r"^\s*([^:]+):([^:]+):(log|lin)(\d+)\s*$")
 
 
@@ -56,6 +58,9 @@ def parse_capacities(text: str) -> list[int]:
         n = int(m.group(4))
         if n < 1:
             raise ShadowError(f"bad cache-size range {item.strip()!r}: needs at least 1 point")
+        if n > MAX_RANGE_POINTS:
+            raise ShadowError(f"bad cache-size range {item.strip()!r}: {n} points (at most "
+                              f"{MAX_RANGE_POINTS} a range; a sweep runs one cell per size)")
         if hi < lo:
             raise ShadowError(f"bad cache-size range {item.strip()!r}: stop {hi} < start {lo}")
         if n == 1:

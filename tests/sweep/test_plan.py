@@ -38,6 +38,7 @@ def test_range_points_that_round_together_are_kept_once():
     ("1k:2k:exp4", "START:STOP:logN"),
     ("4k:1k:log3", "stop 1024 < start 4096"),
     ("1k:2k:log0", "at least 1 point"),
+    ("1k:256k:log99999999", r"99999999 points \(at most 1024"),
     ("abc", "expected an integer"),
     ("0", "must be positive"),
 ])
