@@ -17,7 +17,9 @@ from pathlib import Path
 
 import click
 
-from shadow.cli_options import allow_truncated_option, block_id_option, parse_name_list, trace_option
+from shadow.cli_options import (NON_NEGATIVE_INT, POSITIVE_FLOAT, POSITIVE_INT,
+                                allow_truncated_option, block_id_option, parse_name_list,
+                                trace_option)
 from shadow.errors import ShadowError
 
 logger = logging.getLogger("replay")
@@ -47,31 +49,31 @@ def _engine_options(f):
 @click.option("--launch", "launch_args", default=None, metavar='"ARGS"',
               help='Start `python -m vllm.entrypoints.openai.api_server ARGS` on 127.0.0.1, wait for '
                    '/health, replay, stop it. ARGS must include --model.')
-@click.option("--launch-timeout", type=float, default=900.0, show_default=True,
+@click.option("--launch-timeout", type=POSITIVE_FLOAT, default=900.0, show_default=True,
               help="Seconds to wait for a launched server to become healthy.")
 @click.option("--model", default=None, help="Served model name (default: the server's only/first model).")
 @click.option("--output", "-o", "output", default="replay-out", show_default=True,
               type=click.Path(file_okay=False), help="Results directory (created; files replaced).")
-@click.option("--tokens-per-block", type=int, default=None,
+@click.option("--tokens-per-block", type=POSITIVE_INT, default=None,
               help="Tokens per trace block (default: the trace's block size); a multiple of the "
                    "engine's block size. Smaller values scale a trace down.")
-@click.option("--trace-block-size", type=int, default=None,
+@click.option("--trace-block-size", type=POSITIVE_INT, default=None,
               help="The trace's block size in tokens, if its header does not say.")
-@click.option("--max-output-tokens", type=int, default=None, help="Cap on each request's output length.")
-@click.option("--max-requests", type=int, default=None, help="Send at most this many requests.")
-@click.option("--skip-requests", type=int, default=0, show_default=True,
+@click.option("--max-output-tokens", type=POSITIVE_INT, default=None, help="Cap on each request's output length.")
+@click.option("--max-requests", type=POSITIVE_INT, default=None, help="Send at most this many requests.")
+@click.option("--skip-requests", type=NON_NEGATIVE_INT, default=0, show_default=True,
               help="Skip this many requests at the start of the trace (with --max-requests: a slice).")
-@click.option("--speedup", type=float, default=None,
+@click.option("--speedup", type=POSITIVE_FLOAT, default=None,
               help="Send at the trace's own arrival times divided by this (default schedule, 1).")
-@click.option("--rate", type=float, default=None, help="Send at this many requests/s (gamma/Poisson arrivals).")
-@click.option("--burstiness", type=float, default=1.0, show_default=True,
+@click.option("--rate", type=POSITIVE_FLOAT, default=None, help="Send at this many requests/s (gamma/Poisson arrivals).")
+@click.option("--burstiness", type=POSITIVE_FLOAT, default=1.0, show_default=True,
               help="Gamma shape of --rate's inter-arrival gaps: 1 is Poisson, smaller is burstier.")
-@click.option("--concurrency", type=int, default=None,
+@click.option("--concurrency", type=POSITIVE_INT, default=None,
               help="At most this many requests in flight; alone: back to back (1 = one at a time).")
-@click.option("--duration", type=float, default=None, help="Stop sending after this many seconds.")
-@click.option("--request-timeout", type=float, default=600.0, show_default=True,
+@click.option("--duration", type=POSITIVE_FLOAT, default=None, help="Stop sending after this many seconds.")
+@click.option("--request-timeout", type=POSITIVE_FLOAT, default=600.0, show_default=True,
               help="Seconds before one request counts as timed out.")
-@click.option("--vocab-size", type=int, default=None,
+@click.option("--vocab-size", type=POSITIVE_INT, default=None,
               help="Token ids to draw from (default: read from the model's config/tokenizer files).")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Token synthesis and arrival seed: a new seed gives new tokens (a cold cache).")

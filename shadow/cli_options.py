@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Callable
 
@@ -55,3 +56,36 @@ def block_id_option() -> Callable:
         "--block-id", type=click.Choice(["prefix", "raw"]), default="prefix", show_default=True,
         help="JSONL only: intern (parent id, raw id) pairs (prefix), or use raw ids as they are.",
     )
+
+
+class _Number(click.ParamType):
+    """A finite number with a lower bound, checked when the command line is parsed (before any
+    work starts): ``nan``, ``inf`` and out-of-range values are a one-line usage error."""
+
+    def __init__(self, kind: type, low: float, inclusive: bool) -> None:
+        self.kind, self.low, self.inclusive = kind, low, inclusive
+        self.name = f"{kind.__name__} {'>=' if inclusive else '>'} {low:g}"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, self.kind) and not isinstance(value, bool):
+            v = value
+        else:
+            try:
+                v = self.kind(str(value).strip())
+            except ValueError:
+                self.fail(f"{value!r} is not {'an integer' if self.kind is int else 'a number'}",
+                          param, ctx)
+        if self.kind is float and not math.isfinite(v):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        if v < self.low or (v == self.low and not self.inclusive):
+            self.fail(f"{value!r} must be {'>=' if self.inclusive else '>'} {self.low:g}",
+                      param, ctx)
+        return v
+
+
+#: A finite float > 0 (rates, factors, seconds).
+POSITIVE_FLOAT = _Number(float, 0, inclusive=False)
+#: An integer >= 1 (counts, sizes).
+POSITIVE_INT = _Number(int, 1, inclusive=True)
+#: An integer >= 0 (offsets).
+NON_NEGATIVE_INT = _Number(int, 0, inclusive=True)

@@ -46,11 +46,11 @@ def test_console_script_help():
 
 @pytest.mark.parametrize("args,msg", [
     (["--trace", "/nonexistent.jsonl", "--endpoint", "http://127.0.0.1:9"], "no such trace file"),
-    (["--trace", BUNDLED, "--endpoint", "http://127.0.0.1:9", "--rate", "0"], "bad --rate"),
+    (["--trace", BUNDLED, "--endpoint", "http://127.0.0.1:9", "--rate", "0"], "'--rate': '0' must be > 0"),
     (["--trace", BUNDLED, "--endpoint", "http://127.0.0.1:9", "--rate", "1", "--speedup", "2"],
      "exclude each other"),
     (["--trace", BUNDLED, "--endpoint", "http://127.0.0.1:9", "--max-output-tokens", "0"],
-     "bad --max-output-tokens"),
+     "'--max-output-tokens': '0' must be >= 1"),
 ])
 def test_bad_input_is_one_line(args, msg):
     r = _run(*args)
@@ -189,3 +189,21 @@ def test_progress_bar_draws_only_when_enabled(capsys):
     q.update(True)
     q.close()
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--rate", "nan"], "'--rate': 'nan' is not a finite number"),
+    (["--speedup", "inf"], "'--speedup': 'inf' is not a finite number"),
+    (["--tokens-per-block", "0"], "'--tokens-per-block': '0' must be >= 1"),
+    (["--request-timeout", "-1"], "'--request-timeout': '-1' must be > 0"),
+    (["--skip-requests", "-3"], "'--skip-requests': '-3' must be >= 0"),
+    (["--concurrency", "x"], "'--concurrency': 'x' is not an integer"),
+])
+def test_bad_option_values_are_refused_before_connecting(args, words, tmp_path):
+    """Checked when the command line is parsed: one line, exit 2, nothing written."""
+    out = tmp_path / "out"
+    r = _run("--trace", BUNDLED, "--endpoint", "http://127.0.0.1:9", "-o", str(out), *args)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and len(lines) == 1, r.stderr
+    assert lines[0].startswith("replay: error: ") and words in lines[0], lines[0]
+    assert not out.exists()
