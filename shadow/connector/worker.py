@@ -79,6 +79,8 @@ class Call(NamedTuple):
     """A barrier: ``fn()`` is called once everything queued before it is served."""
 
     fn: Callable[[], Any]
+
+
 #: The policy whose live caches are vLLM's physical block pool (shadow.sim.vllm_pool).
 POOL_POLICY = "vllm"
 #: Events served per ``Simulator.serve_live`` call (and per counter snapshot).
@@ -121,7 +123,7 @@ class Step:
       (``SchedulerOutput.scheduled_cached_reqs``: ids and ``num_computed_tokens`` before the
       step; requests in ``resumed_ids`` are admissions, listed in ``admissions``);
     * ``scheduled``: request id -> tokens scheduled this step (``num_scheduled_tokens``);
-    * ``preempted``: ``(req_id, decode_hashes)`` of the requests preempted in this step;
+    * ``preempted``: :class:`Preempt` events of the requests preempted in this step;
     * ``admissions``: :class:`Admit` events of the requests admitted this step, in admission
       order.
     """
@@ -132,6 +134,18 @@ class Step:
     scheduled: dict[str, int]
     preempted: list[Preempt]
     admissions: Sequence[Admit]
+
+
+@dataclass(slots=True)
+class _InFlight:
+    """A request the worker has admitted and not yet freed."""
+
+    adm: Any                   # its simulator Admission (None without simulator caches)
+    ids: list[int]             # block ids: the admitted ones, then those grown into
+    n_admitted: int            # how many of ``ids`` were admitted (the prompt's)
+    t_arrival_s: float
+    live_hashes: list | None   # the engine's own hash list, read as blocks fill
+    end: int                   # tokens allocated so far
 
 
 #: The events served by the simulator (everything else is a barrier).
@@ -193,10 +207,9 @@ class _Caches:
         engine = [pool for _i, pool in self.pools if pool.capacity == cfg.engine_blocks]
         self.engine_pool = engine[0] if engine else VllmBlockPool(cfg.engine_blocks,
                                                                   cfg.block_size)
-        #: pools that follow every event: the reported ones, plus the hidden engine pool
-        self.all_pools = [pool for _i, pool in self.pools]
-        if not engine:
-            self.all_pools.append(self.engine_pool)
+        #: (cache index, pool) of every pool that follows the events: the reported ones, and
+        #: the engine-capacity pool as -1 when it is kept unreported
+        self.all_pools = list(self.pools) if engine else [*self.pools, (-1, self.engine_pool)]
 
     def counters(self) -> list[list[float]]:
         return [[r.n_req, r.n_req_skipped, r.n_blocks, r.n_hits, r.n_prefix_hits,
@@ -250,7 +263,7 @@ class ShadowWorker:
         self.keys = tuple(cache_key(p.label, c) for p, c in cfg.caches)
         self.interner = BlockInterner(cfg.id_horizon_s, is_held=self._holds)
         self.recorder = recorder
-        self.inflight: dict[str, list] = {}
+        self.inflight: dict[str, _InFlight] = {}
         self.predictions: deque[Prediction] = deque(maxlen=max(cfg.prediction_log_size, 0) or 1)
         self._log_predictions = cfg.prediction_log_size > 0
         # per-cache token counters the simulator does not keep (tokens, not blocks)
@@ -453,7 +466,8 @@ class ShadowWorker:
         if len(pre) > 1:
             order = {rid: k for k, rid in enumerate(inflight)}
             pre = sorted(pre, key=lambda p: order.get(p.req_id, -1), reverse=True)
-        pre = list(pre)
+        else:
+            pre = list(pre)
         engine = self._sim.engine_pool
         sched = st.scheduled
         resumed = st.resumed_ids
@@ -474,15 +488,14 @@ class ShadowWorker:
     def _grow(self, req_id: str, end: int) -> None:
         """A running request scheduled up to ``end`` tokens: the pools allocate and cache."""
         st = self.inflight.get(req_id)
-        if st is None or end <= st[6]:
+        if st is None or end <= st.end:
             return
-        ids = st[1]
+        ids = st.ids
         n_full = full_blocks(end, self.block_size)
-        live = st[5]
-        if n_full > len(ids) and live is not None:
-            ids.extend(self.interner.intern(live[len(ids):n_full]))
-        st[6] = end
-        for pool in self._sim.all_pools:
+        if n_full > len(ids) and st.live_hashes is not None:
+            ids.extend(self.interner.intern(st.live_hashes[len(ids):n_full]))
+        st.end = end
+        for _i, pool in self._sim.all_pools:
             pool.grow(req_id, end)
 
     def _admit(self, lb: LiveBatch, admitted: list, req_id: str, hashes: list, num_tokens: int,
@@ -490,9 +503,9 @@ class ShadowWorker:
                live_hashes: list | None = None, end: int | None = None) -> None:
         old = self.inflight.pop(req_id, None)
         if old is not None:  # a re-admission whose preemption we did not see: release first
-            if old[0] is not None:
-                lb.release(old[0], [], 0)
-            for pool in self._sim.all_pools:
+            if old.adm is not None:
+                lb.release(old.adm, [], 0)
+            for _i, pool in self._sim.all_pools:
                 pool.free(req_id)
         ids = self.interner.intern(hashes)
         b = self.block_size
@@ -510,16 +523,12 @@ class ShadowWorker:
         end_tok = num_tokens if end is None else end
         pool_ids = list(ids)
         pool_hits = []
-        for i, pool in self._sim.pools:
-            pool_hits.append((i, pool.admit(req_id, pool_ids, num_tokens, end_tok,
-                                            count=not preempted)))
-        engine = self._sim.engine_pool
-        if len(self._sim.all_pools) > len(self._sim.pools):
-            engine.admit(req_id, pool_ids, num_tokens, end_tok, count=not preempted)
-        # in flight: [admission, ids (admitted, then blocks grown), t_arrival, num_tokens,
-        #             preempted, live hash list, tokens allocated so far, admitted ids]
-        self.inflight[req_id] = [adm, pool_ids, t_arrival_s, num_tokens, preempted, live_hashes,
-                                 end_tok, len(ids)]
+        for i, pool in self._sim.all_pools:
+            res = pool.admit(req_id, pool_ids, num_tokens, end_tok, count=not preempted)
+            if i >= 0:
+                pool_hits.append((i, res))
+        self.inflight[req_id] = _InFlight(adm, pool_ids, len(ids), t_arrival_s, live_hashes,
+                                          end_tok)
         admitted.append((req_id, adm, len(ids), n_match, num_tokens, engine_hit, preempted,
                          pool_hits))
 
@@ -529,13 +538,12 @@ class ShadowWorker:
         st = self.inflight.pop(req_id, None)
         if st is None:
             return  # never admitted (aborted while waiting), preempted, or reset meanwhile
-        adm, pool_ids, t_arrival_s = st[0], st[1], st[2]
+        pool_ids = st.ids
         dec = self.interner.intern(decode_hashes) if decode_hashes else []
-        if adm is not None:
-            lb.release(adm, dec, n_anon_final)
+        if st.adm is not None:
+            lb.release(st.adm, dec, n_anon_final)
         b = self.block_size
-        n_adm = st[7]
-        full = pool_ids[:n_adm] + dec
+        full = pool_ids[:st.n_admitted] + dec
         if len(pool_ids) < len(full):
             pool_ids.extend(full[len(pool_ids):])
         # NOTE: the request ends holding ceil(num_computed_tokens / B) blocks, its full ones
@@ -544,22 +552,23 @@ class ShadowWorker:
             end = len(full) * b + (1 if n_anon_final else 0)
         else:
             end = num_computed_tokens
-        for pool in self._sim.all_pools:
-            if end > st[6]:
+        grow = end > st.end
+        for _i, pool in self._sim.all_pools:
+            if grow:
                 pool.grow(req_id, end)
             pool.free(req_id)
         if self.recorder is not None:
-            finished.append((t_arrival_s, t_done_s, input_length, n_output, full))
+            finished.append((st.t_arrival_s, t_done_s, input_length, n_output, full))
 
     def _preempt(self, lb: LiveBatch, req_id: str, decode_hashes: list,
                  n_anon_final: int = 0) -> None:
         st = self.inflight.pop(req_id, None)
         if st is None:
             return
-        if st[0] is not None:
+        if st.adm is not None:
             dec = self.interner.intern(decode_hashes) if decode_hashes else []
-            lb.release(st[0], dec, n_anon_final)
-        for pool in self._sim.all_pools:
+            lb.release(st.adm, dec, n_anon_final)
+        for _i, pool in self._sim.all_pools:
             pool.free(req_id)
 
     def _reset(self) -> None:
@@ -571,10 +580,9 @@ class ShadowWorker:
         self._has_base = True
         old = self._sim
         self._sim = _Caches(self.cfg)
-        for (_i, new), (_j, prev) in zip(self._sim.pools, old.pools):
+        # NOTE: both sets of pools come from the same configuration: the same pools in order
+        for (_i, new), (_j, prev) in zip(self._sim.all_pools, old.all_pools):
             new.keep_free_order(prev)
-        if self._sim.engine_pool not in [p for _i, p in self._sim.pools]:
-            self._sim.engine_pool.keep_free_order(old.engine_pool)
         self.inflight.clear()
 
     def _holds(self, block_id: int) -> bool:
