@@ -113,7 +113,7 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
         # request id -> (request, number of block hashes admitted)
         self._inflight: dict[str, tuple[Any, int]] = {}
         # this step's admissions (Admit events), queued with the step
-        self._step_adm: list[tuple] = []
+        self._step_adm: list[Admit] = []
         self._dropped_ids: set[str] = set()
         self._logged: set[str] = set()
         self._stats_lock = threading.Lock()
@@ -242,7 +242,6 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
             try:
                 self._queue_step(scheduler_output)
             except Exception as exc:  # noqa: BLE001
-                self._step_adm = []
                 self._error("build_connector_meta", exc)
         return _EMPTY_META
 
@@ -252,11 +251,9 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
         NOTE: the running requests travel as references to the scheduler output's own lists
         (fresh each step, never changed after it is built); the worker reads them.
         """
-        adm = self._step_adm
-        if adm:
-            # NOTE: the step takes the list; the next step's admissions go into a new one
-            # (the worker reads this one later, so it must never change again)
-            self._step_adm = []
+        # NOTE: the step takes the list and the next step's admissions go into a new one: the
+        # worker reads this one later, so it must never change again
+        adm, self._step_adm = self._step_adm, []
         sched = so.num_scheduled_tokens
         cached = so.scheduled_cached_reqs
         pre = []
@@ -285,10 +282,8 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
             else:
                 # the tokens scheduled this step end where the admission's allocation ends
                 adm = [a._replace(end=a.end + sched.get(a.req_id, 0)) for a in adm]
-        # NOTE: `adm or ()`: an empty list here may still be self._step_adm, which the next
-        # admission appends to while the worker has yet to read this step
         ev = Step(cached.req_ids, cached.num_computed_tokens, cached.resumed_req_ids, sched,
-                  pre, adm or ())
+                  pre, adm)
         if adm or pre:
             self._worker.submit_control(ev)
         else:
