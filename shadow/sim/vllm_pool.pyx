@@ -163,7 +163,7 @@ cdef class VllmBlockPool:
 
     cdef void _free_blocks(self, list blocks):
         cdef Py_ssize_t i
-        cdef int32_t b, p, first, last
+        cdef int32_t b
         cdef int32_t tail = <int32_t>(self.capacity + 1)
         cdef list firsts = [], lasts = []
         # NOTE: tail first (vLLM's free_blocks(reversed(blocks))); blocks reaching 0 without
@@ -177,24 +177,21 @@ cdef class VllmBlockPool:
                     lasts.append(b)
                 else:
                     firsts.append(b)
-        if firsts:
-            first = self.nxt[0]
-            p = 0
-            for b in firsts:
-                self.prv[b] = p
-                self.nxt[p] = b
-                p = b
-            self.nxt[p] = first
-            self.prv[first] = p
-        if lasts:
-            last = self.prv[tail]
-            for b in lasts:
-                self.nxt[last] = b
-                self.prv[b] = last
-                last = b
-            self.nxt[last] = tail
-            self.prv[tail] = last
+        self._link_after(firsts, 0)                    # prepend_n
+        self._link_after(lasts, self.prv[tail])        # append_n
         self.num_free += len(firsts) + len(lasts)
+
+    cdef void _link_after(self, list blocks, int32_t left):
+        """Link ``blocks`` into the free queue, in order, right after node ``left`` (the head
+        sentinel 0 for vLLM's ``prepend_n``, the last block for its ``append_n``)."""
+        cdef int32_t right = self.nxt[left]
+        cdef int32_t b
+        for b in blocks:
+            self.prv[b] = left
+            self.nxt[left] = b
+            left = b
+        self.nxt[left] = right
+        self.prv[right] = left
 
     # -- request operations -------------------------------------------------------------------
     cdef double _cost_of(self, Py_ssize_t p):

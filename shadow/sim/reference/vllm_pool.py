@@ -127,28 +127,17 @@ class VllmBlockPool:
         self.num_free -= k
         return out
 
-    def _append_n(self, blocks: list[int]) -> None:
-        tail = self.capacity + 1
+    def _link_after(self, blocks: list[int], left: int) -> None:
+        """Link ``blocks`` in order right after node ``left`` (0, the head sentinel: vLLM's
+        ``prepend_n``; the last block: its ``append_n``)."""
         nxt, prv = self.nxt, self.prv
-        last = prv[tail]
+        right = nxt[left]
         for b in blocks:
-            nxt[last] = b
-            prv[b] = last
-            last = b
-        nxt[last] = tail
-        prv[tail] = last
-        self.num_free += len(blocks)
-
-    def _prepend_n(self, blocks: list[int]) -> None:
-        nxt, prv = self.nxt, self.prv
-        first = nxt[0]
-        prev = 0
-        for b in blocks:
-            prv[b] = prev
-            nxt[prev] = b
-            prev = b
-        nxt[prev] = first
-        prv[first] = prev
+            prv[b] = left
+            nxt[left] = b
+            left = b
+        nxt[left] = right
+        prv[right] = left
         self.num_free += len(blocks)
 
     def _free_blocks(self, ordered: Sequence[int]) -> None:
@@ -159,8 +148,8 @@ class VllmBlockPool:
             ref[b] -= 1
             if ref[b] == 0:
                 (last if bid[b] else first).append(b)
-        self._prepend_n(first)
-        self._append_n(last)
+        self._link_after(first, 0)                               # prepend_n
+        self._link_after(last, self.prv[self.capacity + 1])      # append_n
 
     # -- request operations -------------------------------------------------------------------
     def _cost_of(self, p: int) -> float:
