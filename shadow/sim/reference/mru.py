@@ -1,29 +1,16 @@
-"""MRU reference: an OrderedDict whose last item is the most recent (and the next victim)."""
+"""MRU reference: the LRU reference's list, evicted from the most recent end."""
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from shadow.sim.reference.lru import LRU
 
 DEFAULTS = ""
 HONOURS_PINS = True
 
 
-class MRU:
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self.q: OrderedDict[int, None] = OrderedDict()   # last = most recent
-
-    def __len__(self) -> int:
-        return len(self.q)
-
-    def find(self, b: int) -> bool:
-        return b in self.q
-
-    def hit(self, b: int, acc) -> None:
-        self.q.move_to_end(b)
-
-    def insert(self, b: int, acc) -> None:
-        self.q[b] = None
+class MRU(LRU):
+    """As :class:`~shadow.sim.reference.lru.LRU` (``q``'s last item is the most recent), but the
+    victim is the most recent unpinned block (all pinned: the most recent)."""
 
     def evict(self, acc, pinned: set[int]) -> int:
         if not self.q:
@@ -32,12 +19,6 @@ class MRU:
         victim = next((b for b in reversed(self.q) if b not in pinned), newest)
         del self.q[victim]
         return victim
-
-    def remove(self, b: int) -> None:
-        del self.q[b]
-
-    def on_request(self, ctx) -> None:
-        pass
 
 
 def make(capacity: int, params: dict) -> MRU:
