@@ -9,6 +9,11 @@ Inputs are told apart by content (:func:`shadow.trace.header.sniff`), outputs by
 * lcp segments (a live recording, possibly truncated ``.partial`` files) -> lcp: joined in the
   given order, then sorted and annotated like JSONL input.  Segments share one id space, so ids
   are kept (only renumbered to first-appearance order when sorting changed that order).
+
+The output goes through :mod:`shadow.atomic`: a ``.tmp-`` temporary beside it, fsynced and renamed
+when complete.  Whether it can be written is checked before the input is read (a missing, non-
+directory or read-only directory is a one-line :class:`~shadow.errors.OutputError` at once); a
+full disk shows while writing, and then nothing is left under the output's name or beside it.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from shadow import __version__
+from shadow.atomic import atomic_path, check_writable, create_temp, discard
 from shadow.errors import ShadowError, TraceFormatError
 from shadow.trace.annotate import TraceArrays, annotate, concat
 from shadow.trace.format import FLAG_COUNTS_VALID, RECORD_DTYPE
@@ -85,12 +91,18 @@ def header_for(trace: TraceArrays, producer: str) -> LcpHeader:
 
 def write_lcp(trace: TraceArrays, path: str, *, producer: str, compress: bool | None = None,
               level: int = DEFAULT_LEVEL, frame_bytes: int = DEFAULT_FRAME_BYTES) -> LcpHeader:
-    """Write an annotated in-memory trace; returns the header written."""
-    w = LcpWriter(path, block_size_tokens=trace.block_size_tokens, producer=producer,
-                  type_names=trace.type_names, compress=compress, level=level,
-                  frame_bytes=frame_bytes,
-                  has_next_access=trace.annotated, has_session_next=trace.annotated,
-                  sorted=trace.annotated)
+    """Write an annotated in-memory trace (through a :func:`shadow.atomic.create_temp`
+    temporary); returns the header written."""
+    tmp = create_temp(path)
+    try:
+        w = LcpWriter(path, block_size_tokens=trace.block_size_tokens, producer=producer,
+                      type_names=trace.type_names, compress=compress, level=level,
+                      frame_bytes=frame_bytes,
+                      has_next_access=trace.annotated, has_session_next=trace.annotated,
+                      sorted=trace.annotated, temp_path=str(tmp))
+    except BaseException:
+        discard(tmp)   # NOTE: a type table the header cannot hold fails before the writer opens it
+        raise
     try:
         for b in trace.batches(WRITE_SLICE):
             w.write_arrays(b.records, b.offsets, b.block_ids, b.next_access)
@@ -168,9 +180,11 @@ def convert_file(inputs: str | Sequence[str], output: str, *, block_id: str = "p
         if os.path.exists(output) and os.path.samefile(p, output):
             raise ShadowError(f"{output}: output is also an input")
     kinds = [input_kind(p) for p in inputs]
+    check_writable(output)   # NOTE: before a long read: a missing or read-only directory now
     if out_kind == "jsonl" and len(inputs) == 1 and kinds[0] != "jsonl":
         with LcpReader(inputs[0], allow_truncated=allow_truncated) as r:
-            n = write_jsonl(r, r.header, output)
+            with atomic_path(output, parents=False) as tmp:
+                n = write_jsonl(r, r.header, str(tmp))
             return {"output": output, "format": "jsonl", "n_requests": n,
                     "n_block_accesses": r.n_entries, "truncated": r.truncated}
     trace = load_trace(inputs, block_id=block_id, time_unit=time_unit,
@@ -180,7 +194,9 @@ def convert_file(inputs: str | Sequence[str], output: str, *, block_id: str = "p
     producer = f"shadow {__version__} convert {src} (block-id {block_id})"
     if out_kind == "jsonl":
         header = header_for(trace, producer)
-        write_jsonl(trace.batches(), header, output)
+        # NOTE: write_jsonl renames its own <tmp>.partial to tmp; atomic_path commits tmp
+        with atomic_path(output, parents=False) as tmp:
+            write_jsonl(trace.batches(), header, str(tmp))
     else:
         header = write_lcp(trace, output, producer=producer,
                            compress=(out_kind == "lcp.zst") if compress is None else compress,

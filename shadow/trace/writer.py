@@ -1,5 +1,9 @@
 """Streaming lcp writer: plain or zstd, written to a temporary name and renamed on close.
 
+An OSError on the output (a missing or read-only directory, a full disk) is raised as
+:class:`shadow.errors.OutputError` naming the final path (an OSError too, so callers that catch
+OSError still do); the final path then never appears.
+
 The header is written first with COUNTS_VALID clear, so a file that is still being written (or
 whose writer crashed) is a valid, readable stream of every request flushed so far.  On
 :meth:`LcpWriter.close` the header is rewritten in place with the counts and COUNTS_VALID.
@@ -15,12 +19,14 @@ stream (skippable frames produce no output).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any, Sequence
 
 import numpy as np
 import zstandard
 
+from shadow.atomic import commit, discard, output_error
 from shadow.trace import _lcp
 from shadow.trace.batch import Batch
 from shadow.trace.format import (
@@ -58,7 +64,9 @@ class LcpWriter:
     ``compress=None`` picks zstd when the path ends in ``.zst``.  ``has_next_access`` /
     ``has_session_next`` / ``sorted`` set the header flags (the caller vouches for them);
     without ``has_next_access`` every delta is written as 0.  The temporary name is
-    ``<path>.partial`` unless ``temp_path`` says otherwise.  A zstd body is cut into frames of
+    ``<path>.partial`` (readable while it grows: the connector's recorder relies on it) unless
+    ``temp_path`` says otherwise (``shadow convert`` gives a :func:`shadow.atomic.create_temp`
+    name).  A zstd body is cut into frames of
     about ``frame_bytes`` decompressed bytes (whole requests; a frame ends with the first request
     that reaches the size), each behind a frame index entry; ``frame_bytes=0`` writes the body
     as one frame without index (the layout of files written before the index existed).
@@ -99,7 +107,10 @@ class LcpWriter:
         self._frame_payload = 0
         self._frame_requests = 0
         self._frame_entries = 0
-        self._f = open(self.temp_path, "wb")
+        try:
+            self._f = open(self.temp_path, "wb")
+        except OSError as exc:
+            raise output_error(self.path, exc) from None
         try:
             self._write_header(self.header)
             self._z = None
@@ -109,9 +120,11 @@ class LcpWriter:
                     write_checksum=True)
                 cctx = zstandard.ZstdCompressor(compression_params=params)
                 self._z = cctx.stream_writer(self._f, closefd=False, write_return_read=True)
-        except BaseException:
+        except BaseException as exc:
             self._f.close()
-            os.unlink(self.temp_path)
+            discard(self.temp_path)
+            if isinstance(exc, OSError):
+                raise output_error(self.path, exc) from None
             raise
 
     def _write_header(self, header: LcpHeader) -> None:
@@ -156,6 +169,13 @@ class LcpWriter:
                      next_access: np.ndarray | None = None) -> None:
         """Append requests given as flat arrays (the :class:`Batch` layout); ``offsets[0]`` may
         be nonzero (a slice of a larger array); ``next_access`` holds absolute vtimes."""
+        try:
+            self._write_arrays(records, offsets, block_ids, next_access)
+        except OSError as exc:
+            raise output_error(self.path, exc) from None
+
+    def _write_arrays(self, records: np.ndarray, offsets: np.ndarray, block_ids: np.ndarray,
+                      next_access: np.ndarray | None) -> None:
         if self._closed:
             raise ValueError("write to a closed LcpWriter")
         records = np.ascontiguousarray(records, dtype=RECORD_DTYPE)
@@ -239,9 +259,12 @@ class LcpWriter:
 
     def flush(self) -> None:
         """Make every request written so far decodable by a streaming reader (zstd FLUSH_BLOCK)."""
-        if self._z is not None and (self._frame_open or not self.frame_bytes):
-            self._z.flush(zstandard.FLUSH_BLOCK)
-        self._f.flush()
+        try:
+            if self._z is not None and (self._frame_open or not self.frame_bytes):
+                self._z.flush(zstandard.FLUSH_BLOCK)
+            self._f.flush()
+        except OSError as exc:
+            raise output_error(self.path, exc) from None
 
     @property
     def n_requests(self) -> int:
@@ -261,7 +284,8 @@ class LcpWriter:
         return h
 
     def close(self) -> None:
-        """Finish the stream, write the counts into the header, rename to the final path."""
+        """Finish the stream, write the counts into the header, fsync, rename to the final path
+        (:func:`shadow.atomic.commit`).  On failure the temporary is removed."""
         if self._closed:
             return
         self._closed = True
@@ -274,20 +298,21 @@ class LcpWriter:
             self._write_header(self.final_header())
             self._f.flush()
             os.fsync(self._f.fileno())
-        except BaseException:
             self._f.close()
-            os.unlink(self.temp_path)
+        except BaseException as exc:
+            with contextlib.suppress(OSError):
+                self._f.close()
+            discard(self.temp_path)
+            if isinstance(exc, OSError):
+                raise output_error(self.path, exc) from None
             raise
-        self._f.close()
-        os.replace(self.temp_path, self.path)
+        commit(self.temp_path, self.path, sync=False)
 
     def abort(self) -> None:
         """Drop the temporary file; the final path is never created."""
         if self._closed:
             return
         self._closed = True
-        self._f.close()
-        try:
-            os.unlink(self.temp_path)
-        except FileNotFoundError:
-            pass
+        with contextlib.suppress(OSError):
+            self._f.close()   # NOTE: a full disk fails the flush of what is being dropped
+        discard(self.temp_path)
