@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from shadow.atomic import atomic_write_text
+from shadow.atomic import atomic_open, check_writable
 from shadow.cli_options import (allow_truncated_option, block_id_option, parse_name_list,
                                 parse_size_list, trace_option)
 from shadow.errors import ShadowError
@@ -38,12 +38,10 @@ def parse_algo_params(values: tuple[str, ...], algos: list[str]) -> dict[str, st
 
 
 def _append_atomically(path: str, lines: list[str]) -> None:
-    """Append lines to ``path`` by writing old + new content to a temp file and renaming it."""
-    p = Path(path)
-    old = p.read_text() if p.exists() else ""
-    if old and not old.endswith("\n"):
-        old += "\n"
-    atomic_write_text(p, old + "".join(line + "\n" for line in lines))
+    """Append lines to ``path``: old content and new lines go to a temporary that replaces it
+    (:func:`shadow.atomic.atomic_open`), so ``path`` never holds a part; its mode is kept."""
+    with atomic_open(path, "w", append=True, parents=False, encoding="utf-8", newline="") as f:
+        f.write("".join(line + "\n" for line in lines))
 
 
 def _size_label(n: int) -> str:
@@ -154,6 +152,8 @@ def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_or
     params = parse_algo_params(algo_params, algos)
     cost = parse_cost_model(cost_model)
     specs = [CacheSpec(a, s, params[a]) for s in sizes for a in algos]
+    if output:
+        check_writable(output)   # NOTE: a missing or read-only directory now, not after the run
 
     with open_trace(path, allow_truncated=allow_truncated, block_id=block_id,
                     decode_threads=sim_decode_threads()) as tr:

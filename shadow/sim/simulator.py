@@ -11,6 +11,7 @@ connector and the replay predictor.  See docs/design.md "Simulator API".
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from shadow.atomic import commit, create_temp, discard, output_error
 from shadow.errors import ShadowError
 from shadow.sim.cost import CostModel, parse_cost_model
 from shadow.sim.loop import FAIL_MESSAGES, CacheRun, live_batch_all, serve_chunks
@@ -35,6 +37,27 @@ log = logging.getLogger(__name__)
 CHUNK_ENTRIES = 16384
 
 #: Rough relative cost per block access, to balance the caches over threads (measured ratios).
+
+def _check_hole_lines(tmp: str, final: str, n_lines: int) -> None:
+    """Raise :class:`~shadow.errors.OutputError` unless ``tmp`` holds ``n_lines`` whole lines.
+
+    NOTE: the serve loop writes one line per served request with C stdio and ignores fprintf's
+    and fclose's results, so a write error (ENOSPC, EFBIG) shows only as lines missing from the
+    file: counted here.
+    """
+    count, last = 0, b"\n"
+    try:
+        with open(tmp, "rb") as f:
+            while chunk := f.read(1 << 20):
+                count += chunk.count(b"\n")
+                last = chunk[-1:]
+    except OSError as exc:
+        raise output_error(final, exc) from None
+    if count != n_lines or last != b"\n":
+        why = (f"the file holds {count:,} of {n_lines:,} lines (a write failed: disk full or "
+               f"file-size limit?)")
+        raise output_error(final, OSError(errno.EIO, why))
+
 
 class Simulator:
     """Step several (policy, capacity) caches over one trace, or serve live requests."""
@@ -87,14 +110,23 @@ class Simulator:
     # ---- set-up ----
 
     def _open_holes(self, d: Path) -> None:
+        """Open every cache's hole file under a :func:`shadow.atomic.create_temp` name; a
+        failure (a read-only directory) removes the ones opened and names the file."""
         if not d.is_dir():
             raise ShadowError(f"--dump-holes: directory {d} does not exist")
         base = Path(self.trace_name or "trace").name.split(".")[0] or "trace"
-        for spec, run in zip(self.specs, self.runs):
-            final = d / f"holes_{base}_cache{spec.capacity}_{spec.policy}.txt"
-            tmp = final.with_name(final.name + ".tmp")
-            run.open_holes(str(tmp))
-            self._holes.append((str(tmp), str(final)))
+        try:
+            for spec, run in zip(self.specs, self.runs):
+                final = d / f"holes_{base}_cache{spec.capacity}_{spec.policy}.txt"
+                tmp = create_temp(final)
+                self._holes.append((str(tmp), str(final)))
+                try:
+                    run.open_holes(str(tmp))
+                except OSError as exc:
+                    raise output_error(final, exc) from None
+        except BaseException:
+            self.abort()
+            raise
 
     def _ensure_costs(self, n: int) -> None:
         if n > len(self._cost_exact):
@@ -224,23 +256,31 @@ class Simulator:
             self._pool = None
 
     def close(self) -> None:
-        """Finish the hole dumps (rename each from its temporary name); stop the worker threads."""
+        """Finish the hole dumps: check each is whole, then commit each from its temporary name
+        (fsync, rename); stop the worker threads.  A hole file that lost lines to a write error
+        (a full disk) is an :class:`~shadow.errors.OutputError` and no hole file is committed."""
         self._shutdown()
-        for run in self.runs:
-            run.close_holes()
-        for tmp, final in self._holes:
-            os.replace(tmp, final)
+        try:
+            for (tmp, final), run in zip(self._holes, self.runs):
+                status = run.close_holes()
+                if status:   # NOTE: the errno of a failed write, once loop.pyx reports it
+                    raise output_error(final, OSError(status, os.strerror(status)))
+                if status is None and not run.failed:
+                    _check_hole_lines(tmp, final, run.n_req)
+            for tmp, final in self._holes:
+                commit(tmp, final)
+        except BaseException:
+            self.abort()
+            raise
         self._holes = []
 
     def abort(self) -> None:
+        """Stop the worker threads; drop every hole file not committed yet."""
         self._shutdown()
         for run in self.runs:
             run.close_holes()
         for tmp, _ in self._holes:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+            discard(tmp)
         self._holes = []
 
     def __enter__(self) -> "Simulator":
