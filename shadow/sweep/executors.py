@@ -12,6 +12,12 @@ one-line error and the other cells go on.
 
 Invariant: an executor yields exactly one outcome per cell it was given, whatever happens to the
 worker that ran it (an exception, a crashed process, a lost Ray node).
+
+Invariant (local pool): no worker outlives the sweep.  Workers ignore SIGINT (a terminal's Ctrl-C
+reaches the whole process group; the driver alone handles it, so no worker prints a traceback) and
+get SIGKILL from the kernel when the driver dies, even by SIGKILL (``PR_SET_PDEATHSIG``, Linux);
+a driver stopped by an exception or a signal kills its workers before it goes on.  The
+multiprocessing resource tracker then exits by itself (its pipe closes with the last of them).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import signal
 import sys
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -26,6 +33,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, Protocol, Sequence
 
 from shadow.errors import ShadowError
+from shadow.signals import blocked, deferred, die_with_parent, ignore_interrupts
 from shadow.sweep.plan import Cell
 
 logger = logging.getLogger(__name__)
@@ -83,6 +91,74 @@ def _mp_context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("spawn")
 
 
+def _worker_init(driver_pid: int) -> None:
+    """Pool worker start-up: ignore SIGINT, die with the driver."""
+    ignore_interrupts()
+    die_with_parent(driver_pid)
+
+
+#: Longest the driver's main thread blocks waiting for cells.  NOTE: a signal the kernel hands
+#: to another thread (the pool's manager thread) only sets a flag that the main thread reads when
+#: it runs Python code: it must not sleep until a cell that takes minutes ends.
+WAKE_S = 0.25
+
+#: The resource tracker's warning when a driver killed by SIGKILL could not release its queues'
+#: semaphores (the tracker releases them; the line would land on the terminal after the kill).
+_TRACKER_QUIET = "ignore::UserWarning:multiprocessing.resource_tracker"
+
+
+def _start_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker now, with its leak warning off (it inherits the
+    environment of this moment; nothing else does)."""
+    from multiprocessing import resource_tracker
+
+    old = os.environ.get("PYTHONWARNINGS")
+    os.environ["PYTHONWARNINGS"] = f"{old},{_TRACKER_QUIET}" if old else _TRACKER_QUIET
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        if old is None:
+            os.environ.pop("PYTHONWARNINGS", None)
+        else:
+            os.environ["PYTHONWARNINGS"] = old
+
+
+def _new_pool(jobs: int, ctx: multiprocessing.context.BaseContext) -> ProcessPoolExecutor:
+    _start_resource_tracker()
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_init,
+                               initargs=(os.getpid(),))
+
+
+def _submit(pool: ProcessPoolExecutor, fn: CellFn, cells: Sequence[Cell]) -> dict[Future, Cell]:
+    """Submit every cell; the workers start here (fork + exec, in this thread).
+
+    NOTE: SIGINT blocked, so a worker begins with it blocked and a Ctrl-C cannot reach it
+    before its initializer ignores it; signals deferred, so the driver is not stopped halfway
+    through starting a worker (which would then fail on its half-sent start-up data).  The
+    driver's signal is raised when the workers are all started and known to the pool.
+    """
+    with blocked(signal.SIGINT), deferred():
+        return {pool.submit(guarded, fn, c): c for c in cells}
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """Stop a pool now: drop the queued cells and kill the workers (a cell in flight may run for
+    minutes; shutdown alone would wait for it at interpreter exit)."""
+    # NOTE: _processes is the pool's own table; shutdown() drops it, so it is read first.
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    for p in procs:
+        try:
+            p.kill()
+        except (OSError, ValueError, AttributeError):
+            pass
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        try:
+            p.join(timeout=5)
+        except (OSError, ValueError, AssertionError):
+            pass
+
+
 class LocalExecutor:
     """A pool of ``jobs`` worker processes on this machine.
 
@@ -99,11 +175,11 @@ class LocalExecutor:
             return
         retry: list[Cell] = []
         ctx = _mp_context()
-        pool = ProcessPoolExecutor(max_workers=min(self.jobs, len(cells)), mp_context=ctx)
+        pool = _new_pool(min(self.jobs, len(cells)), ctx)
         try:
-            pending: dict[Future, Cell] = {pool.submit(guarded, fn, c): c for c in cells}
+            pending = _submit(pool, fn, cells)
             while pending:
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                done, _ = wait(pending, timeout=WAKE_S, return_when=FIRST_COMPLETED)
                 for fut in done:
                     cell = pending.pop(fut)
                     try:
@@ -113,8 +189,9 @@ class LocalExecutor:
                         continue
                     yield outcome
         except BaseException:
-            # NOTE: Ctrl-C or the consumer stopped: drop the queued cells, do not wait for them.
-            pool.shutdown(wait=False, cancel_futures=True)
+            # NOTE: Ctrl-C, SIGTERM or the consumer stopped: drop the queued cells, kill the
+            # workers, do not wait for the cells in flight.
+            _stop(pool)
             raise
         pool.shutdown(wait=True)
         for cell in retry:
@@ -122,11 +199,19 @@ class LocalExecutor:
 
     @staticmethod
     def _run_alone(fn: CellFn, cell: Cell, ctx: multiprocessing.context.BaseContext) -> Outcome:
-        with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
-            try:
-                return pool.submit(guarded, fn, cell).result()
-            except BrokenProcessPool:
-                return Outcome(cell, None, "the worker process died while running this cell")
+        pool = _new_pool(1, ctx)
+        try:
+            (fut,) = _submit(pool, fn, [cell])
+            while not wait([fut], timeout=WAKE_S).done:
+                pass
+            outcome = fut.result()
+        except BrokenProcessPool:
+            outcome = Outcome(cell, None, "the worker process died while running this cell")
+        except BaseException:
+            _stop(pool)
+            raise
+        pool.shutdown(wait=True)
+        return outcome
 
 
 class RayExecutor:

@@ -3,6 +3,11 @@
 Only this process writes to the sweep directory: workers return their RESULT text and the driver
 stores each cell as it completes (see :mod:`shadow.sweep.store`), so a stopped sweep keeps every
 cell that finished and the next run of the same command resumes with the missing ones.
+
+A sweep directory that cannot be written (checked before any worker starts; a full disk found
+when a cell is stored) stops the sweep with an :class:`~shadow.errors.OutputError`: every later
+cell would fail the same way.  The CSV is rebuilt on every way out; when the sweep is already
+stopping for another reason, a failure to rebuild it is not raised over that reason.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import Sequence
 
 import click
 
+from shadow.errors import OutputError
 from shadow.sweep.executors import CellFn, Executor, Outcome, is_tty, one_line_error
 from shadow.sweep.plan import Cell
 from shadow.sweep.store import SweepDir
@@ -75,14 +81,23 @@ def run_sweep(cells: Sequence[Cell], out_dir: str | Path, executor: Executor, fn
                     try:
                         store.write_cell(outcome.cell, outcome.text or "")
                         report.n_run += 1
-                    except Exception as exc:  # a cell that printed no RESULT line, a full disk
+                    except OutputError:
+                        raise             # the directory, not the cell: stop the sweep
+                    except Exception as exc:  # a cell that printed no RESULT line
                         outcome = Outcome(outcome.cell, None, one_line_error(exc))
                 if not outcome.ok:
                     report.failed.append(outcome)
                     echo(f"cell failed: {outcome.cell.label()}: {outcome.error}")
                 if bar is not None:
                     bar.update(1)
-    finally:
+    except BaseException:
         # NOTE: also on Ctrl-C: the CSV then shows every cell that completed so far.
-        report.csv_path = store.write_csv()
+        try:
+            report.csv_path = store.write_csv()
+        except Exception as exc:
+            # NOTE: the reason the sweep stops is the one line the user sees (a full disk
+            # fails this too)
+            logger.debug("results.csv not rebuilt: %s", exc)
+        raise
+    report.csv_path = store.write_csv()
     return report

@@ -20,7 +20,7 @@ import os
 import re
 from pathlib import Path
 
-from shadow.atomic import TMP_PREFIX, atomic_write_text
+from shadow.atomic import TMP_PREFIX, atomic_write_text, check_writable
 from shadow.errors import ShadowError
 from shadow.sweep.plan import CELL_SUFFIX, Cell
 
@@ -63,11 +63,15 @@ class SweepDir:
         self.csv_path = self.root / CSV_NAME
 
     def prepare(self) -> None:
-        """Create the directory and drop temporaries left by an interrupted sweep."""
+        """Create the directory, check that cells and the CSV can be written there (an
+        :class:`~shadow.errors.OutputError` before any cell runs), drop temporaries left by an
+        interrupted sweep."""
         try:
             self.cells_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ShadowError(f"{self.root}: cannot create the sweep directory: {exc.strerror}") from None
+        check_writable(self.cells_dir / f"cell{CELL_SUFFIX}")
+        check_writable(self.csv_path)
         for p in self.cells_dir.glob(_TMP_PREFIX + "*"):
             try:
                 p.unlink()
