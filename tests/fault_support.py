@@ -44,7 +44,8 @@ def slow_cell(cell: Cell) -> str:
 
 def _env() -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    extra = env.get("PYTHONPATH")
+    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + extra if extra else "")
     env.pop("SHADOW_DEBUG", None)
     return env
 

@@ -1,6 +1,7 @@
 """The live recording: rotating zstd lcp segments, atomic rename of finished segments, the
 engine and DP rank in segment names, a kill -9 leaving the current segment readable up to its
-last flushed request, and an unwritable directory turning recording off (one log line)."""
+last flushed request, and an unwritable directory or a full disk turning recording off (one log
+line) while the process, and the worker that drives the recorder, go on."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 
 from shadow.connector.recorder import (PARTIAL_SUFFIX, Recorder, _NAME, list_segments,
                                        segment_sort_key)
@@ -197,3 +199,144 @@ def test_kill_9_leaves_finished_segments_intact_and_the_partial_readable(tmp_pat
                        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert sorted(map(repr, read_requests(str(out)))) == sorted(map(repr, got))
+
+
+# -- faults: the recorder turns itself off, the process (the engine) goes on --------------------
+AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+ROOT_SKIP = "running as root: chmod does not stop root from writing"
+
+FULL_DISK_CHILD = textwrap.dedent("""
+    import json, os, resource, sys
+    sys.path.insert(0, {root!r})
+    from shadow.connector.recorder import Recorder
+
+    class Clock:
+        t = 1_780_000_000.0
+        def __call__(self):
+            return self.t
+
+    clock = Clock()
+    rec = Recorder({d!r}, block_size=32, max_seconds=60, flush_ms=0, clock=clock)
+    for i in range(20):
+        rec.write(clock.t, clock.t, 100, 3, list(range(1 + i, 40 + i)))
+    clock.t += 61                       # the next write rotates: segment 0 is finished
+    resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, resource.RLIM_INFINITY))
+    off_at = None
+    for i in range(20, 20000):
+        added = rec.write(clock.t, clock.t, 100, 3, list(range(1 + i, 40 + i)))
+        if added is None and off_at is None:
+            off_at = i
+    rec.idle()
+    rec.close()
+    print(json.dumps({{"off_at": off_at, "enabled": rec.enabled, "reason": rec.disabled_reason,
+                      "finished": rec.finished, "files": sorted(os.listdir({d!r}))}}))
+""")
+
+
+def test_a_full_disk_mid_segment_turns_recording_off_and_the_process_goes_on(tmp_path):
+    """RLIMIT_FSIZE stands for a full disk (writes past it fail with EFBIG; Python ignores
+    SIGXFSZ): the segment being written is dropped, the finished one stays whole, every later
+    call returns quietly, one log line says why."""
+    import json
+
+    d = tmp_path / "rec"
+    limit = 64 << 10
+    r = subprocess.run([sys.executable, "-c", FULL_DISK_CHILD.format(root=str(REPO_ROOT),
+                                                                       d=str(d), limit=limit)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr and r.stderr.count("turned off") == 1, r.stderr
+    out = json.loads(r.stdout)
+    assert out["off_at"] is not None and out["off_at"] > 20 and not out["enabled"]
+    assert "file too large" in out["reason"]
+    assert len(out["finished"]) == 1 and out["files"] == [os.path.basename(out["finished"][0])]
+    assert [n for n, _o, _b in read_requests(out["finished"][0])] == [100] * 20
+
+
+@pytest.mark.skipif(AS_ROOT, reason=ROOT_SKIP)
+def test_a_read_only_directory_turns_recording_off_at_start(tmp_path, caplog):
+    d = tmp_path / "rec"
+    d.mkdir()
+    d.chmod(0o555)
+    try:
+        with caplog.at_level(logging.ERROR, logger="shadow.connector.recorder"):
+            rec = Recorder(str(d), block_size=32)
+            assert rec.write(1.0, 2.0, 40, 2, [1, 2]) is None
+            rec.close()
+    finally:
+        d.chmod(0o755)
+    assert not rec.enabled and "permission" in rec.disabled_reason.lower()
+    assert sum("turned off" in r.getMessage() for r in caplog.records) == 1
+    assert os.listdir(d) == []
+
+
+def _one_segment_finished(tmp_path):
+    """(clock, directory, recorder): request 0 in a finished segment, request 1 in an open one."""
+    clock = Clock()
+    d = tmp_path / "rec"
+    rec = Recorder(str(d), block_size=32, max_seconds=10, clock=clock)
+    write(rec, clock, 0)
+    clock.t += 11
+    write(rec, clock, 1)                 # rotates: segment 0 finished, segment 1 open
+    return clock, d, rec
+
+
+@pytest.mark.skipif(AS_ROOT, reason=ROOT_SKIP)
+def test_a_directory_made_read_only_mid_recording_keeps_the_finished_segments(tmp_path, caplog):
+    clock, d, rec = _one_segment_finished(tmp_path)
+    d.chmod(0o555)
+    try:
+        clock.t += 11
+        with caplog.at_level(logging.ERROR, logger="shadow.connector.recorder"):
+            assert rec.write(clock.t, clock.t, 40, 2, [1, 2]) is None   # cannot rename or open
+            write(rec, clock, 3)
+            rec.close()
+    finally:
+        d.chmod(0o755)
+    assert not rec.enabled
+    assert sum("turned off" in r.getMessage() for r in caplog.records) == 1
+    assert read_requests(rec.finished[0]) == [request(0)]
+
+
+def test_the_directory_replaced_by_a_file_mid_recording_turns_recording_off(tmp_path, caplog):
+    """ENOTDIR at rotation (as root too, where chmod does not restrict)."""
+    import shutil
+
+    clock, d, rec = _one_segment_finished(tmp_path)
+    kept = tmp_path / "kept.lcp.zst"
+    shutil.copy(rec.finished[0], kept)
+    shutil.rmtree(d)
+    d.write_text("not a directory")
+    clock.t += 11
+    with caplog.at_level(logging.ERROR, logger="shadow.connector.recorder"):
+        assert rec.write(clock.t, clock.t, 40, 2, [1, 2]) is None
+        rec.idle()
+        rec.close()
+    assert not rec.enabled and rec.disabled_reason
+    assert sum("turned off" in r.getMessage() for r in caplog.records) == 1
+    assert read_requests(str(kept)) == [request(0)]
+
+
+def test_the_worker_goes_on_when_its_recorder_cannot_write(tmp_path):
+    """The connector's worker with a recorder that cannot write: every request is still
+    simulated and predicted, no worker error is counted, recording shows as off."""
+    from shadow.connector.config import parse_extra_config
+    from shadow.connector.worker import Admit, Release, ShadowWorker
+
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    rec = Recorder(str(blocker / "rec"), block_size=4)
+    cfg = parse_extra_config({"policies": ["vllm", "lru"], "capacity_factors": [1]},
+                             block_size=4, engine_blocks=8)
+    w = ShadowWorker(cfg, recorder=rec)
+    try:
+        for i in range(5):
+            hashes = [f"h:{i}:{j}".encode() for j in range(2)]
+            assert w.submit(Admit(f"r{i}", hashes, 9, 0, False, 1.0))
+            w.submit_control(Release(f"r{i}", [], 1, 2.0, 0, 1))
+        assert w.flush()
+        assert [p.request_id for p in w.predictions] == [f"r{i}" for i in range(5)]
+        snap = w.snapshot
+        assert snap.worker[2] == 0 and snap.recording_enabled == 0
+    finally:
+        w.stop()
