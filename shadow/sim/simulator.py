@@ -20,6 +20,7 @@ import numpy as np
 
 from shadow.errors import ShadowError
 from shadow.sim.cost import CostModel, parse_cost_model
+from shadow.sim.livewire import OUT_RC, OUT_WIDTH, ROW_WIDTH
 from shadow.sim.loop import FAIL_MESSAGES, CacheRun, live_batch_all, serve_chunks
 from shadow.sim.registry import make_policy, policy_info
 from shadow.sim.live import Admission, LiveBatch
@@ -93,7 +94,11 @@ class Simulator:
         for spec, run in zip(self.specs, self.runs):
             final = d / f"holes_{base}_cache{spec.capacity}_{spec.policy}.txt"
             tmp = final.with_name(final.name + ".tmp")
-            run.open_holes(str(tmp))
+            try:
+                run.open_holes(str(tmp))
+            except OSError as e:
+                self._drop_holes()
+                raise ShadowError(f"--dump-holes: cannot write {final}: {e.strerror}") from None
             self._holes.append((str(tmp), str(final)))
 
     def _ensure_costs(self, n: int) -> None:
@@ -226,16 +231,28 @@ class Simulator:
     def close(self) -> None:
         """Finish the hole dumps (rename each from its temporary name); stop the worker threads."""
         self._shutdown()
-        for run in self.runs:
-            run.close_holes()
+        for (_tmp, final), run in zip(self._holes, self.runs):
+            try:
+                run.close_holes()
+            except OSError as e:
+                # NOTE: a full disk shows here, at the close: no hole file is renamed into place
+                self._drop_holes()
+                raise ShadowError(f"--dump-holes: cannot write {final}: {e.strerror}") from None
         for tmp, final in self._holes:
             os.replace(tmp, final)
         self._holes = []
 
     def abort(self) -> None:
         self._shutdown()
+        self._drop_holes()
+
+    def _drop_holes(self) -> None:
+        """Close every hole file and delete the temporary ones (nothing under a final name)."""
         for run in self.runs:
-            run.close_holes()
+            try:
+                run.close_holes()
+            except OSError:
+                pass
         for tmp, _ in self._holes:
             try:
                 os.unlink(tmp)
@@ -260,7 +277,7 @@ class Simulator:
         if n == 0:
             return
         K = len(self.runs)
-        ev = np.array(batch.ev, dtype=np.int64).reshape(n, 5)
+        ev = np.array(batch.ev, dtype=np.int64).reshape(n, ROW_WIDTH)
         offsets = np.array(batch.offsets, dtype=np.int64)
         ids = np.array(batch.flat, dtype=np.int64)
         ts = np.array(batch.ts, dtype=np.float64)
@@ -273,10 +290,10 @@ class Simulator:
                 self._no_next = np.full(max(len(ids), 2 * len(self._no_next)), -1, dtype=np.int64)
             nxt = self._no_next[:len(ids)]
         self._ensure_costs(batch.max_len + 1)
-        out_i = np.zeros((n, K, 3), dtype=np.int64)
-        out_f = np.zeros((n, K, 3), dtype=np.float64)
+        out_i = np.zeros((n, K, OUT_WIDTH), dtype=np.int64)
+        out_f = np.zeros((n, K, OUT_WIDTH), dtype=np.float64)
         for e, adm in batch.outside:
-            out_i[e, :, 0] = adm._i[:, 0]
+            out_i[e, :, OUT_RC] = adm._i[:, OUT_RC]
         live_batch_all(self.runs, ev, offsets, ids, nxt, ts, self._cost_exact, self._cost_int,
                        out_i, out_f, self._n_live)
         self._n_live += len(batch.admissions)
