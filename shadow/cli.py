@@ -12,7 +12,8 @@ fast and a subcommand's heavy imports (matplotlib, ray) load only when it runs:
 ====================  =====================================
 
 Bad input raises :class:`shadow.errors.ShadowError`; :func:`main` prints it as one line and
-exits with status 2.  No traceback reaches the user for bad input.
+exits with status 2.  No traceback reaches the user for bad input, an unwritable output or a
+signal (docs/faults.md).
 """
 
 from __future__ import annotations
@@ -68,14 +69,37 @@ def cli(verbose: int) -> None:
 
 
 def run_cli(command: click.Command, args: list[str] | None = None, prog: str = "shadow") -> None:
-    """Run a click command, turning ShadowError into a one-line message and exit status 2."""
+    """Run a click command; every way it can end is one line on stderr at most and an exit status.
+
+    ShadowError (bad input, an unwritable output): ``PROG: error: ...``, 2.  SIGINT, SIGTERM,
+    SIGHUP (:mod:`shadow.signals`): ``PROG: interrupted`` / ``PROG: terminated (SIGTERM)``,
+    128 + the signal's number, after the cleanup the exception triggered on its way out.  An
+    OSError that no layer named (a read error of the system): ``PROG: error: FILE: reason``, 2.
+    """
+    from shadow.signals import Interrupted, install
+
+    restore = install()
+    try:
+        _run(command, args, prog)
+    except Interrupted as exc:
+        # NOTE: the handlers stay: a second signal while the interpreter exits (pool threads
+        # joined at exit) is held back instead of printing a KeyboardInterrupt traceback.
+        click.echo(f"{prog}: {exc.describe()}", err=True)
+        sys.exit(exc.exit_status)
+    except BaseException:
+        restore()
+        raise
+    restore()
+
+
+def _run(command: click.Command, args: list[str] | None, prog: str) -> None:
     try:
         command.main(args=args, prog_name=prog, standalone_mode=False)
     except ShadowError as exc:
         click.echo(f"{prog}: error: {exc}", err=True)
         sys.exit(2)
     except click.exceptions.Abort:
-        click.echo("aborted", err=True)
+        click.echo(f"{prog}: interrupted", err=True)
         sys.exit(130)
     except click.UsageError as exc:
         # NOTE: one line, as for every other bad input (click's own block is three)
@@ -89,10 +113,28 @@ def run_cli(command: click.Command, args: list[str] | None = None, prog: str = "
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
-        click.echo("interrupted", err=True)
+        click.echo(f"{prog}: interrupted", err=True)
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(0)
+    except OSError as exc:
+        # NOTE: the last resort: outputs are named by shadow.atomic, inputs by their readers
+        logging.getLogger("shadow").debug("unnamed OSError", exc_info=True)
+        where = f"{exc.filename}: " if exc.filename else _unnamed(exc)
+        click.echo(f"{prog}: error: {where}{(exc.strerror or str(exc)).lower()}", err=True)
+        sys.exit(2)
+
+
+def _unnamed(exc: OSError) -> str:
+    """Where an OSError without a file name happened: every output file is named by
+    :mod:`shadow.atomic`, so a write error without one is standard output's (``> /dev/full``);
+    stdout is then dropped, so the interpreter's own flush at exit does not fail again."""
+    from shadow.atomic import WRITE_ERRNOS
+
+    if exc.errno not in WRITE_ERRNOS:
+        return ""
+    sys.stdout = open(os.devnull, "w")
+    return "standard output: "
 
 
 def main(args: list[str] | None = None) -> None:

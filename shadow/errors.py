@@ -20,3 +20,30 @@ class TraceFormatError(ShadowError):
         super().__init__(message)
         self.n_complete_requests = n_complete_requests
         self.byte_offset = byte_offset
+
+
+class OutputError(ShadowError, OSError):
+    """An output that cannot be written: a missing, read-only or non-directory parent, a full
+    disk, a file-size limit.
+
+    Both a :class:`ShadowError` (the CLI prints it as one line, exit 2) and an :class:`OSError`
+    (``errno``, ``strerror`` the system's reason, ``filename`` the output's final path), so code
+    that turns any OSError into "recording off" (the connector's recorder) keeps doing so.
+    """
+
+    def __init__(self, message: str, *, errno: int | None = None, reason: str | None = None,
+                 path: str | None = None) -> None:
+        OSError.__init__(self, errno, reason or message)
+        self.filename = path
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self):
+        return (_output_error, (self.message, self.errno, self.strerror, self.filename))
+
+
+def _output_error(message: str, errno: int | None, reason: str | None,
+                  path: str | None) -> OutputError:
+    return OutputError(message, errno=errno, reason=reason, path=path)

@@ -2,6 +2,12 @@
 
 Same phases and counters as ``shadow/sim/loop.pyx`` (read that module's docstring); policies
 are the ``reference/<name>.py`` classes, keyed by block id.
+
+Offline, :meth:`RefCache.serve` serves a request whole.  Live (docs/sim.md "Live API"),
+:meth:`RefCache.admit` serves it but keeps its blocks pinned and its anonymous slots reserved,
+and :meth:`RefCache.release` later inserts its generated blocks and lets it go.
+
+Invariant after every call: ``len(policy) + reserved <= capacity``.
 """
 
 from __future__ import annotations
@@ -39,16 +45,28 @@ class Ctx:
 
 @dataclass
 class Served:
-    """What one request did: ``status`` 'served' | 'skipped' | 'failed'."""
+    """What one request did: ``status`` 'served' | 'skipped' | 'failed'.
+
+    The match statistics (hits, ``cost``, ``saved``, ``prefix_saved``) cover the looked-up
+    blocks of a served request and are zero otherwise.
+    """
 
     status: str
     hits: list[bool] = field(default_factory=list)
     n_hits: int = 0
     n_prefix_hits: int = 0
+    cost: float = 0.0
+    saved: float = 0.0
+    prefix_saved: float = 0.0
 
 
 class RefCache:
-    """One (policy, capacity) cache and its counters."""
+    """One (policy, capacity) cache and its counters.
+
+    ``pins`` counts, per resident block, the holders keeping it: the arriving request's match
+    hits while it is served, and every block of each admitted (live) request until its
+    release.  ``reserved`` is the anonymous slots the admitted requests hold.
+    """
 
     def __init__(self, policy: Any, capacity: int, *, cost_model: str | CostModel = "uniform",
                  pin: bool = True, replay_order: str = "deepest-first", verify: bool = True) -> None:
@@ -59,6 +77,7 @@ class RefCache:
         self.deepest_first = replay_order == "deepest-first"
         self.verify = verify
         self.pins: dict[int, int] = {}
+        self.reserved = 0
         self.vtime = 0
         self.n_req = self.n_req_skipped = self.n_blocks = self.n_hits = self.n_prefix_hits = 0
         self.total_cost = self.saved_cost = self.prefix_saved_cost = 0.0
@@ -69,8 +88,39 @@ class RefCache:
     def pinned(self) -> set[int]:
         return {b for b, c in self.pins.items() if c > 0}
 
+    def _pin(self, b: int) -> None:
+        self.pins[b] = self.pins.get(b, 0) + 1
+
+    def _unpin(self, b: int) -> None:
+        """Drop one pin of ``b``; none left (it was evicted meanwhile, or never pinned): no-op."""
+        if self.pins.get(b, 0) > 0:
+            self.pins[b] -= 1
+            if self.pins[b] == 0:
+                del self.pins[b]
+
     def _evicted(self, victim: int) -> None:
+        # a block that leaves takes its pins with it (a later copy starts unpinned)
         self.pins.pop(victim, None)
+
+    def _spill_start(self) -> bool:
+        """Before hits and inserts: a policy that can evict inside them (twoq, slru) reads the
+        pins from its ``pinned`` set and reports its victims in ``spilled``."""
+        p = self.policy
+        if not hasattr(p, "spilled"):
+            return False
+        p.spilled.clear()
+        p.pinned = self.pinned()
+        return True
+
+    def _spilled(self) -> int:
+        """Drop what the policy evicted inside its last hit or insert; how many blocks."""
+        p = self.policy
+        n = len(p.spilled)
+        for victim in p.spilled:
+            self._evicted(victim)
+            p.pinned.discard(victim)
+        p.spilled.clear()
+        return n
 
     def serve(self, ids: Sequence[int], next_access: Sequence[int] | None = None,
               timestamp_s: float = -1.0, n_match: int | None = None,
@@ -80,6 +130,22 @@ class RefCache:
         ``n_anonymous`` slots (no block in them) are made free for the request's duration and
         are free again afterwards.
         """
+        return self._serve(ids, next_access, timestamp_s, n_match, n_anonymous, hold=False)
+
+    def admit(self, ids: Sequence[int], next_access: Sequence[int] | None = None,
+              timestamp_s: float = -1.0, n_match: int | None = None,
+              n_anonymous: int = 0) -> Served:
+        """Live admission: :meth:`serve`, but every block stays pinned and ``n_anonymous`` slots
+        stay reserved until :meth:`release`.
+
+        Skipped (nothing changes but ``n_req_skipped``) when the request does not fit beside the
+        anonymous slots already reserved, or when the room it needs is held: fewer unpinned
+        blocks than it must evict (an engine would make it wait).
+        """
+        return self._serve(ids, next_access, timestamp_s, n_match, n_anonymous, hold=True)
+
+    def _serve(self, ids: Sequence[int], next_access: Sequence[int] | None, timestamp_s: float,
+               n_match: int | None, n_anonymous: int, hold: bool) -> Served:
         ids = [int(x) for x in ids]
         B = len(ids)
         M = B if n_match is None else max(0, min(int(n_match), B))
@@ -87,18 +153,20 @@ class RefCache:
         if self.failed:
             return Served("failed")
         alpha = set(ids)
-        if len(alpha) + n_anonymous > self.capacity:
+        # 0. skip: the room is what the admitted requests' anonymous slots leave
+        room = self.capacity - self.reserved
+        if len(alpha) + n_anonymous > room:
             self.n_req_skipped += 1
             return Served("skipped")
-        self.n_req += 1
         p = self.policy
-        # 1. match
+        # 1. match: statistics kept aside until the request is known to be served
         hits = [p.find(b) for b in ids]
         costs = [self.cost.cost(i) for i in range(B)]
         missing: set[int] = set()
         first_miss = None
         in_prefix = True
         n_hits = n_prefix = 0
+        cost = saved = prefix_saved = 0.0
         for i, (b, h) in enumerate(zip(ids, hits)):
             if not h:
                 missing.add(b)
@@ -106,34 +174,34 @@ class RefCache:
                     first_miss = i
             if i >= M:
                 continue                     # accessed, not looked up
-            self.n_blocks += 1
-            self.total_cost += costs[i]
+            cost += costs[i]
             if h:
                 n_hits += 1
-                self.saved_cost += costs[i]
+                saved += costs[i]
                 if in_prefix:
                     n_prefix += 1
-                    self.prefix_saved_cost += costs[i]
+                    prefix_saved += costs[i]
             else:
                 in_prefix = False
-        self.n_hits += n_hits
-        self.n_prefix_hits += n_prefix
+        holes = []
         i = 0
         while i < M:
             if not hits[i]:
                 s = i
                 while i < M and not hits[i]:
                     i += 1
-                self.holes.append((s, i - s))
+                holes.append((s, i - s))
             else:
                 i += 1
-        hit_ids = [b for b, h in zip(ids, hits) if h]
-        if self.pin:
-            for b in hit_ids:
-                self.pins[b] = self.pins.get(b, 0) + 1
+        hit_ids = [b for b, h in zip(ids, hits) if h] if self.pin else []
+        for b in hit_ids:
+            self._pin(b)
         # 2. allocate
         V0 = self.vtime
-        needed = len(missing) + n_anonymous - (self.capacity - len(p))
+        needed = len(missing) + n_anonymous - (room - len(p))
+        if hold and needed > len(p) - len(self.pinned()):
+            # the room is held by admitted requests (or is the request's own hits)
+            return self._skip_held(hit_ids)
         if needed > 0:
             f = first_miss
             if f is None:
@@ -147,10 +215,15 @@ class RefCache:
                 # NOTE: like the Cython loop, a policy with a batched evict_n is asked for all the
                 # victims still needed at once (sampling policies draw one sample per batch).
                 if batched is not None:
-                    victims = list(batched(acc, needed - progress, self.pinned()))
+                    victims = [v for v in batched(acc, needed - progress, self.pinned()) if v]
                 else:
-                    victims = [p.evict(acc, self.pinned())]
-                assert victims and all(victims), "reference policy could not evict"
+                    victims = [v for v in [p.evict(acc, self.pinned())] if v]
+                if not victims and hold:
+                    # NOTE: as in loop.pyx the victims already taken stay evicted; the check
+                    # above leaves a pin-honouring policy enough unpinned victims, so this is
+                    # a policy that refused every block it could have taken.
+                    return self._skip_held(hit_ids)
+                assert victims, "reference policy could not evict"
                 for victim in victims:
                     self._evicted(victim)
                     self.n_eviction += 1
@@ -158,13 +231,17 @@ class RefCache:
                         self.n_self_eviction += 1
                     else:
                         progress += 1
-        # 3. access
-        spills = hasattr(p, "spilled")
-        if spills:
-            # NOTE: a policy that can evict inside hit/insert (twoq, slru) reads the pins from
-            # ``pinned`` there; its victims come back in ``spilled`` (unexpected evictions).
-            p.spilled.clear()
-            p.pinned = self.pinned()
+        self.n_req += 1
+        self.n_blocks += M
+        self.n_hits += n_hits
+        self.n_prefix_hits += n_prefix
+        self.total_cost += cost
+        self.saved_cost += saved
+        self.prefix_saved_cost += prefix_saved
+        self.holes.extend(holes)
+        # 3. access; the anonymous slots keep their room (an insert into it evicts instead)
+        limit = room - n_anonymous
+        spills = self._spill_start()
         p.on_request(Ctx(ids, B, timestamp_s, V0 + B, V0))
         order = range(B - 1, -1, -1) if self.deepest_first else range(B)
         for i in order:
@@ -173,7 +250,7 @@ class RefCache:
             if p.find(ids[i]):
                 p.hit(ids[i], acc)
             else:
-                if len(p) >= self.capacity:
+                if len(p) >= limit:
                     victim = p.evict(acc, self.pinned())
                     assert victim, "reference policy could not evict in the access phase"
                     self._evicted(victim)
@@ -181,30 +258,111 @@ class RefCache:
                         p.pinned.discard(victim)
                     self.n_unexpected_eviction += 1
                 p.insert(ids[i], acc)
-            if spills and p.spilled:
-                for victim in p.spilled:
-                    self._evicted(victim)
-                    p.pinned.discard(victim)
-                    self.n_unexpected_eviction += 1
-                p.spilled.clear()
+            if spills:
+                self.n_unexpected_eviction += self._spilled()
         # 4. verify
         if self.verify:
             for b in ids:
                 if not p.find(b):
                     self.failed = f"block {b} not resident"
                     return Served("failed")
-        # 5. unpin, release tail first
-        if self.pin:
-            for b in hit_ids:
-                if b in self.pins:
-                    self.pins[b] -= 1
-                    if self.pins[b] <= 0:
-                        del self.pins[b]
-        if getattr(p, "WANTS_RELEASE", False):
+        # 5. unpin the match; hold (live) or release tail first
+        for b in hit_ids:
+            self._unpin(b)
+        if hold:
+            # one pin per position (a block twice in the request is held twice), resident ones
+            # only (without verify an access-phase eviction may have taken one)
+            for b in ids:
+                if p.find(b):
+                    self._pin(b)
+            self.reserved += n_anonymous
+        elif getattr(p, "WANTS_RELEASE", False):
             for b in reversed(ids):
                 p.on_release(b)
-        assert len(p) <= self.capacity
-        return Served("served", hits, n_hits, n_prefix)
+        assert len(p) + self.reserved <= self.capacity
+        return Served("served", hits, n_hits, n_prefix, cost, saved, prefix_saved)
+
+    def _skip_held(self, hit_ids: list[int]) -> Served:
+        """Skip an admission whose room is held: its match pins go, nothing is counted."""
+        for b in hit_ids:
+            self._unpin(b)
+        self.n_req_skipped += 1
+        return Served("skipped")
+
+    def release(self, ids: Sequence[int], extra_ids: Sequence[int] = (), n_anonymous: int = 0,
+                n_anonymous_final: int = 0) -> None:
+        """Release a served admission of ``ids`` with ``n_anonymous`` slots: insert the
+        generated blocks ``extra_ids``, then unpin tail first.
+
+        vLLM's final partial block: the request ends holding ``n_anonymous_final`` anonymous
+        slots.  Of the admission's reserved slots it keeps that many (the rest are free before
+        the generated blocks go in); more than it reserved are taken after the generated
+        blocks (vLLM allocates a request's blocks in order), each a free slot or one eviction.
+        At the end every anonymous slot of the request is free.  The evictions here (none asked
+        by a request's match) count in ``n_eviction`` only.  A failed cache changes no more.
+        """
+        if self.failed:
+            return
+        ids = [int(x) for x in ids]
+        extra = [int(x) for x in extra_ids]
+        B, E = len(ids), len(extra)
+        p = self.policy
+        keep = max(0, min(n_anonymous_final, n_anonymous))
+        self.reserved = max(0, self.reserved - (n_anonymous - keep))
+        spills = self._spill_start()
+        # the generated blocks, in order (positions B..B+E-1), unpinned: one vtime each
+        for i, b in enumerate(extra):
+            self.vtime += 1
+            c = self.cost.cost(B + i)
+            acc = Acc(b, llround(c), c, -1, self.vtime, self.vtime, B + i)
+            if p.find(b):
+                p.hit(b, acc)
+            else:
+                if len(p) + self.reserved >= self.capacity:
+                    # NOTE: the policy's best effort, as in loop.pyx: with every block held it
+                    # takes one that an admitted request holds (vllm's free queue refuses), and
+                    # that request's release, unpinning by id, then drops the pin of a later
+                    # holder of the block (a strict xfail in tests/sim/test_live_oracle.py)
+                    victim = p.evict(acc, self.pinned())
+                    if not victim:
+                        continue             # nothing evictable: the block is not cached
+                    self._evicted(victim)
+                    if spills:
+                        p.pinned.discard(victim)
+                    self.n_eviction += 1
+                p.insert(b, acc)
+            if spills:
+                self.n_eviction += self._spilled()
+        # the final partial block beyond the reservation: a slot each, evicting when full
+        grown = 0
+        for _ in range(n_anonymous_final - keep):
+            if len(p) + self.reserved >= self.capacity:
+                self.vtime += 1
+                c = self.cost.cost(B + E)
+                victim = p.evict(Acc(0, llround(c), c, -1, self.vtime, self.vtime, B + E),
+                                 self.pinned())
+                if not victim:
+                    break                    # nothing evictable: no slot for it
+                self._evicted(victim)
+                if spills:
+                    p.pinned.discard(victim)
+                self.n_eviction += 1
+            self.reserved += 1
+            grown += 1
+        # tail first, like vLLM's free_blocks(reversed(req_blocks)): the generated blocks are
+        # the deepest, then the prompt from its last block to its root
+        wants_release = getattr(p, "WANTS_RELEASE", False)
+        if wants_release:
+            for b in reversed(extra):
+                if p.find(b):
+                    p.on_release(b)
+        for b in reversed(ids):
+            if p.find(b):
+                self._unpin(b)
+                if wants_release:
+                    p.on_release(b)
+        self.reserved = max(0, self.reserved - (keep + grown))
+        assert len(p) + self.reserved <= self.capacity
 
     def stats(self) -> dict[str, float]:
         return {
