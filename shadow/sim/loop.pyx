@@ -273,6 +273,7 @@ cdef int _serve(CacheRun run, AnyPolicy p, const int64_t* ids, int64_t B, const 
     """
     cdef int64_t i, j, k, slot, bid, n_distinct, n_missing = 0, first_miss = -1
     cdef int64_t cap_eff, needed, progress, victim, hole_start = -1
+    cdef int64_t n_holes = 0, hole_len_sum = 0, max_hole_len = 0
     cdef bint sorted_unique = True, in_prefix = True, in_alpha, trusted
     cdef int64_t hits = 0, phits = 0, nh = 0, n_ev_access = 0
     cdef double cost_all = 0.0, saved = 0.0, psaved = 0.0
@@ -344,7 +345,9 @@ cdef int _serve(CacheRun run, AnyPolicy p, const int64_t* ids, int64_t B, const 
                 phits += 1
                 psaved += cexact[i]
             if hole_start >= 0:
-                run._hole(hole_start, i - hole_start)
+                n_holes += 1
+                hole_len_sum += i - hole_start
+                max_hole_len = max(max_hole_len, i - hole_start)
                 hole_start = -1
         else:
             if first_miss < 0:
@@ -382,9 +385,9 @@ cdef int _serve(CacheRun run, AnyPolicy p, const int64_t* ids, int64_t B, const 
                     n_missing += 1
     run.n_hitidx = nh
     if hole_start >= 0:
-        run._hole(hole_start, n_lim - hole_start)
-    if run.holes != NULL:
-        holes_dump(run.holes, req_index, slots, n_lim)
+        n_holes += 1
+        hole_len_sum += n_lim - hole_start
+        max_hole_len = max(max_hole_len, n_lim - hole_start)
     run.n_blocks += n_lim
     run.n_hits += hits
     run.n_prefix_hits += phits
@@ -469,6 +472,14 @@ cdef int _serve(CacheRun run, AnyPolicy p, const int64_t* ids, int64_t B, const 
                 else:
                     progress += 1
 
+    # NOTE: the holes count (and are written) once the request is sure to be served: a live
+    # admission skipped for held room (above) has none.
+    run.n_holes += n_holes
+    run.hole_len_sum += hole_len_sum
+    run.max_hole_len = max(run.max_hole_len, max_hole_len)
+    if run.holes != NULL:
+        holes_dump(run.holes, req_index, slots, n_lim)
+
     # 3. access
     if AnyPolicy is Policy:
         ctx.block_ids = ids
@@ -505,9 +516,13 @@ cdef int _serve(CacheRun run, AnyPolicy p, const int64_t* ids, int64_t B, const 
     # 5. unpin / hold / release
     run._unpin_match(ids, B)
     if hold:
+        # NOTE: one pin per position, as the release drops one per position: a repeated id's
+        # later position may hold a stale slot (its access found the block by id), so look it up.
         for i in range(B):
             slot = slots[i]
-            if slot >= 0 and p.slot_id(slot) == ids[i]:
+            if slot < 0 or p.slot_id(slot) != ids[i]:
+                slot = p.find(ids[i])
+            if slot >= 0:
                 p._pin(slot)
         run.reserved += n_anonymous
     elif p.wants_release:
@@ -532,6 +547,8 @@ cdef void _release(CacheRun run, AnyPolicy p, const int64_t* block_ids, int64_t 
     cdef int64_t i, slot, bid, pos, victim, n_res, grow
     cdef Access acc
     cdef int64_t keep = min(n_anonymous_final, n_anonymous)
+    if run.failed:
+        return
     if keep < 0:
         keep = 0
     run.reserved -= n_anonymous - keep
@@ -554,6 +571,10 @@ cdef void _release(CacheRun run, AnyPolicy p, const int64_t* block_ids, int64_t 
             _hit(p, slot, &acc)
         else:
             if p.n_resident + run.reserved >= p.capacity:
+                # NOTE: every resident block held by running requests: none may go (vLLM's
+                # free queue is empty), so the generated block is not cached.
+                if p.n_resident - p.n_pinned <= 0:
+                    continue
                 victim = _evict(p, &acc)
                 if victim == 0:
                     continue
@@ -568,6 +589,9 @@ cdef void _release(CacheRun run, AnyPolicy p, const int64_t* block_ids, int64_t 
     grow = n_anonymous_final - keep
     for i in range(grow):
         if p.n_resident + run.reserved >= p.capacity:
+            if p.n_resident - p.n_pinned <= 0:
+                grow = i
+                break
             pos = B + E
             run.vtime += 1
             acc.block_id = 0
@@ -916,12 +940,6 @@ cdef class CacheRun:
         self.total_cost -= self.last_cost
         self.saved_cost -= self.last_saved
         self.prefix_saved_cost -= self.last_prefix_saved
-
-    cdef inline void _hole(self, int64_t start, int64_t length) noexcept nogil:
-        self.n_holes += 1
-        self.hole_len_sum += length
-        if length > self.max_hole_len:
-            self.max_hole_len = length
 
     cdef inline void _fail(self, int kind, int64_t req_index, int64_t block) noexcept nogil:
         # NOTE: a policy out of memory may refuse or misplace blocks; that, not the symptom,
