@@ -78,6 +78,50 @@ cdef extern from *:
     void* shadow_big_calloc(size_t n, size_t size) noexcept nogil
 
 
+# ---- backward-shift deletion: one implementation for every open-addressing table ----
+# (IdMap and SlotMap here, GhostRing's position table in policies/_ghost.pxd)
+
+cdef extern from *:
+    """
+    #define SHADOW_BS_EMPTY ((uint64_t)-1)
+    """
+    # what a table's ``bs_home_fn`` returns for an empty entry
+    const uint64_t BS_EMPTY "SHADOW_BS_EMPTY"
+
+ctypedef uint64_t (*bs_home_fn)(const void* table, uint64_t j) noexcept nogil
+ctypedef void (*bs_move_fn)(void* table, uint64_t src, uint64_t dst) noexcept nogil
+
+
+cdef inline uint64_t bs_close(void* table, uint64_t size, uint64_t hole, bs_home_fn home,
+                              bs_move_fn move) noexcept nogil:
+    """Close the hole at ``hole`` of a linear-probing table of ``size`` entries; returns the
+    entry left empty at the end (the caller clears it).
+
+    ``home(table, j)`` is the home entry of the entry at ``j`` (``BS_EMPTY`` if it is empty);
+    ``move(table, src, dst)`` copies entry ``src`` to ``dst``.  Invariant kept: no empty entry
+    between any key's home and its entry, so probes need no tombstones.
+    NOTE: both callbacks are constants at every call site, so the compiler inlines them.
+    """
+    cdef uint64_t i = hole, j = hole, hm
+    while True:
+        j += 1
+        if j == size:
+            j = 0
+        hm = home(table, j)
+        if hm == BS_EMPTY:
+            return i
+        # NOTE: the entry at j moves back to the hole at i unless its home is cyclically
+        # within (i, j]: a probe from such a home starts past the hole and never crosses it.
+        if i <= j:
+            if i < hm and hm <= j:
+                continue
+        else:
+            if i < hm or hm <= j:
+                continue
+        move(table, j, i)
+        i = j
+
+
 cdef inline void idmap_prefetch(const IdMap* m, int64_t key) noexcept nogil:
     """Prefetch ``key``'s home entry (keys and values) into the CPU cache."""
     cdef uint64_t i = idmap_home(m, key)
@@ -119,10 +163,21 @@ cdef inline void idmap_put(IdMap* m, int64_t key, int32_t val) noexcept nogil:
             i = 0
 
 
+cdef inline uint64_t _idmap_bs_home(const void* t, uint64_t j) noexcept nogil:
+    cdef const IdMap* m = <const IdMap*>t
+    cdef int64_t k = m.keys[j]
+    return BS_EMPTY if k == 0 else idmap_home(m, k)
+
+
+cdef inline void _idmap_bs_move(void* t, uint64_t src, uint64_t dst) noexcept nogil:
+    cdef IdMap* m = <IdMap*>t
+    m.keys[dst] = m.keys[src]
+    m.vals[dst] = m.vals[src]
+
+
 cdef inline bint idmap_del(IdMap* m, int64_t key) noexcept nogil:
     """Remove ``key``; False if it was absent.  Backward-shift deletion keeps probes tombstone-free."""
     cdef uint64_t i = idmap_home(m, key)
-    cdef uint64_t j, h
     cdef int64_t k
     while True:
         k = m.keys[i]
@@ -133,26 +188,7 @@ cdef inline bint idmap_del(IdMap* m, int64_t key) noexcept nogil:
         i += 1
         if i == m.size:
             i = 0
-    j = i
-    while True:
-        j += 1
-        if j == m.size:
-            j = 0
-        k = m.keys[j]
-        if k == 0:
-            break
-        h = idmap_home(m, k)
-        # NOTE: the entry at j may move back to the hole at i only if its home is not
-        # cyclically within (i, j]; otherwise a probe from its home would pass the hole.
-        if i <= j:
-            if i < h and h <= j:
-                continue
-        else:
-            if i < h or h <= j:
-                continue
-        m.keys[i] = k
-        m.vals[i] = m.vals[j]
-        i = j
+    i = bs_close(m, m.size, i, _idmap_bs_home, _idmap_bs_move)
     m.keys[i] = 0
     m.n -= 1
     return True
@@ -305,6 +341,22 @@ cdef inline void slotmap_put(SlotMap* m, int64_t key, int64_t slot) noexcept nog
     m.n += 1
 
 
+cdef struct _SlotMapDel:
+    SlotMap* m
+    const SlotIds* slot_ids
+
+
+cdef inline uint64_t _slotmap_bs_home(const void* t, uint64_t j) noexcept nogil:
+    cdef const _SlotMapDel* d = <const _SlotMapDel*>t
+    cdef uint32_t e = d.m.e[j]
+    return BS_EMPTY if e == 0 else slotmap_entry_home(d.m, d.slot_ids, e)
+
+
+cdef inline void _slotmap_bs_move(void* t, uint64_t src, uint64_t dst) noexcept nogil:
+    cdef SlotMap* m = (<_SlotMapDel*>t).m
+    m.e[dst] = m.e[src]
+
+
 cdef inline void slotmap_del(SlotMap* m, const SlotIds* slot_ids, int64_t key,
                              int64_t slot) noexcept nogil:
     """Remove the entry of ``key`` in ``slot`` (it must be present): found by slot, not by key.
@@ -314,33 +366,16 @@ cdef inline void slotmap_del(SlotMap* m, const SlotIds* slot_ids, int64_t key,
     cdef uint64_t h = slotmap_hash(key)
     cdef uint64_t i = slotmap_home(m, h)
     cdef uint32_t want = (slotmap_fp(m, h) << m.sbits) | <uint32_t>(slot + 1)
-    cdef uint64_t j, hm
-    cdef uint32_t e
+    cdef _SlotMapDel d
     while m.e[i] != want:
         if m.e[i] == 0:
             return
         i += 1
         if i == m.size:
             i = 0
-    j = i
-    while True:
-        j += 1
-        if j == m.size:
-            j = 0
-        e = m.e[j]
-        if e == 0:
-            break
-        hm = slotmap_entry_home(m, slot_ids, e)
-        # NOTE: as in idmap_del: the entry at j moves back to the hole at i unless its home is
-        # cyclically within (i, j].
-        if i <= j:
-            if i < hm and hm <= j:
-                continue
-        else:
-            if i < hm or hm <= j:
-                continue
-        m.e[i] = e
-        i = j
+    d.m = m
+    d.slot_ids = slot_ids
+    i = bs_close(&d, m.size, i, _slotmap_bs_home, _slotmap_bs_move)
     m.e[i] = 0
     m.n -= 1
 

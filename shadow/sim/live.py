@@ -12,6 +12,8 @@ from typing import Iterable
 import numpy as np
 
 from shadow.errors import ShadowError
+from shadow.sim.livewire import (OUT_COST, OUT_HITS, OUT_PREFIX_HITS, OUT_PREFIX_SAVED, OUT_RC,
+                                 OUT_SAVED, admit_row, release_row)
 
 
 class Admission:
@@ -30,8 +32,8 @@ class Admission:
         self.ids = ids
         self.n_anonymous = n_anonymous
         self.released = False
-        self._i: np.ndarray | None = None   # (caches, 3): rc, hits, prefix hits
-        self._f: np.ndarray | None = None   # (caches, 3): cost, saved, prefix saved
+        self._i: np.ndarray | None = None   # (caches, OUT_WIDTH): OUT_RC, OUT_HITS, OUT_PREFIX_HITS
+        self._f: np.ndarray | None = None   # (caches, OUT_WIDTH): OUT_COST, OUT_SAVED, ...
 
     def _col(self, a: np.ndarray | None, j: int) -> list:
         if a is None:
@@ -44,27 +46,27 @@ class Admission:
 
     @property
     def served(self) -> list[bool]:
-        return [rc == 0 for rc in self._col(self._i, 0)]
+        return [rc == 0 for rc in self._col(self._i, OUT_RC)]
 
     @property
     def hits(self) -> list[int]:
-        return self._col(self._i, 1)
+        return self._col(self._i, OUT_HITS)
 
     @property
     def prefix_hits(self) -> list[int]:
-        return self._col(self._i, 2)
+        return self._col(self._i, OUT_PREFIX_HITS)
 
     @property
     def cost(self) -> list[float]:
-        return self._col(self._f, 0)
+        return self._col(self._f, OUT_COST)
 
     @property
     def saved(self) -> list[float]:
-        return self._col(self._f, 1)
+        return self._col(self._f, OUT_SAVED)
 
     @property
     def prefix_saved(self) -> list[float]:
-        return self._col(self._f, 2)
+        return self._col(self._f, OUT_PREFIX_SAVED)
 
 
 class LiveBatch:
@@ -80,7 +82,7 @@ class LiveBatch:
                  "_rows")
 
     def __init__(self) -> None:
-        self.ev: list[tuple[int, int, int, int, int]] = []   # (kind, a, b, c, link)
+        self.ev: list[tuple[int, ...]] = []                  # rows of livewire.pxd
         self.flat: list[int] = []
         self.offsets: list[int] = [0]
         self.ts: list[float] = []
@@ -111,7 +113,7 @@ class LiveBatch:
             if len(nx) != B:
                 raise ShadowError(f"next_access has {len(nx)} values for {B} blocks")
             self.nxt.append((start, nx))
-        self.ev.append((0, nm, n_anon, 0, -1))
+        self.ev.append(admit_row(B, nm, n_anon))
         self.flat.extend(ids)
         self.offsets.append(start + B)
         self.ts.append(float(timestamp_s))
@@ -135,7 +137,7 @@ class LiveBatch:
         e = len(self.ev)
         B = len(adm.ids)
         n_final = max(0, int(n_anonymous_final))
-        self.ev.append((1, B, adm.n_anonymous, n_final, link))
+        self.ev.append(release_row(B, adm.n_anonymous, n_final, link))
         self.flat.extend(adm.ids)
         self.flat.extend(extra)
         L = B + len(extra)

@@ -23,11 +23,17 @@ Per request (see docs/sim.md and PrefixSim's design; ``--no-pin`` gives the olde
    (live admission) keep everything pinned until :meth:`CacheRun.release`.
 
 Invariant after each request: ``policy.n_resident + reserved <= policy.capacity``.
+
+Structure: ``_serve`` (one request), ``_release`` (a live release), ``_serve_range`` and
+``_live_events`` are fused over the policy classes (``AnyPolicy``): one compiled request path per
+inlined policy plus the generic one, chosen once per call by ``_dispatch``.  The entry points
+(:meth:`CacheRun.serve_batch`, :func:`serve_chunks`, :meth:`CacheRun.live_batch`,
+:func:`live_batch_all`) check their arrays, describe the work as a ``Call`` and dispatch it.
 """
 
 from libc.stdint cimport int64_t, int32_t, uint32_t, uint8_t, uint64_t
 from libc.stdlib cimport malloc, calloc, free
-from libc.stdio cimport FILE, fopen, fclose, fprintf, fflush
+from libc.stdio cimport FILE, fclose
 
 from shadow.sim.policy cimport Policy, Access, RequestCtx
 from shadow.sim.idtable cimport SHADOW_PREFETCH
@@ -40,6 +46,11 @@ from shadow.sim.policies.vllm cimport VLLM
 from shadow.sim.policies.s3fifo cimport S3FIFO
 from shadow.sim.policies.arc cimport ARC
 from shadow.sim.policies._ghost cimport gr_prefetch
+from shadow.sim.holes cimport holes_open, holes_close, holes_dump
+from shadow.sim.livewire cimport (check_live_batch, EV_ADMIT, ROW_KIND, ROW_N_BLOCKS,
+                                  ROW_N_MATCH, ROW_N_ANONYMOUS, ROW_N_ANONYMOUS_FINAL, ROW_LINK,
+                                  ROW_WIDTH, OUT_RC, OUT_HITS, OUT_PREFIX_HITS, OUT_COST,
+                                  OUT_SAVED, OUT_PREFIX_SAVED, OUT_WIDTH)
 
 cdef extern from "<time.h>" nogil:
     cdef struct timespec:
@@ -58,21 +69,6 @@ cdef inline int64_t _thread_cpu_ns() noexcept nogil:
 import logging
 
 log = logging.getLogger(__name__)
-
-# NOTE: the policies whose operations are short get a direct, inlined path in the loop (their
-# ``fast_*`` methods, declared inline in their .pxd): a virtual call per block costs about as much
-# as their whole hit or insert.  Any other policy (or a subclass) is K_GENERIC and goes through the
-# Policy vtable.  The fast kinds have no on_request and no evict_n of their own, read nothing of an
-# Access but the id, and (but s3fifo and arc) are STRICT_PINS.
-cdef enum:
-    K_GENERIC = 0
-    K_LRU = 1
-    K_FIFO = 2
-    K_CLOCK = 3
-    K_SIEVE = 4
-    K_VLLM = 5
-    K_S3FIFO = 6
-    K_ARC = 7
 
 cdef enum:
     FAIL_NONE = 0
@@ -102,6 +98,12 @@ cdef inline int64_t _bsearch(const int64_t* a, int64_t n, int64_t key) noexcept 
 
 
 # ---- the policy's operations, specialised per kind (fused type: one C function per policy) ----
+
+# NOTE: the policies whose operations are short get a direct, inlined path in the loop (their
+# ``fast_*`` methods, declared inline in their .pxd): a virtual call per block costs about as much
+# as their whole hit or insert.  Any other policy (or a subclass) is K_GENERIC and goes through the
+# Policy vtable.  The fast kinds have no on_request and no evict_n of their own, read nothing of an
+# Access but the id, and (but s3fifo and arc) are STRICT_PINS.
 
 ctypedef fused AnyPolicy:
     LRU
@@ -250,6 +252,522 @@ cdef void _release_request(AnyPolicy p, const int64_t* ids, int64_t B,
             _on_release(p, slot)
 
 
+cdef inline void _prefetch_ghost(AnyPolicy p, int64_t block_id) noexcept nogil:
+    """Start loading the ghost-table entry the access of missed ``block_id`` probes."""
+    if AnyPolicy is ARC:
+        gr_prefetch(&p.ghost, block_id)
+    elif AnyPolicy is S3FIFO:
+        if p.ghost_size > 0:
+            gr_prefetch(&p.ghost, block_id)
+
+
+cdef int _serve(CacheRun run, AnyPolicy p, const int64_t* ids, int64_t B, const int64_t* nxt,
+                const double* cexact, const int64_t* cint, double ts, int64_t req_index,
+                int64_t n_match, int64_t n_anonymous, bint hold) noexcept nogil:
+    """Serve one request in cache ``run`` (whose policy is ``p``); 0 served, 1 skipped, -1
+    failed (see ``CacheRun.failed``).
+
+    ``n_match`` blocks (a prefix of ``ids``) are looked up for statistics; all ``B`` are
+    allocated and accessed.  ``hold`` keeps every block pinned (and ``n_anonymous`` slots
+    reserved) until ``CacheRun.release``; otherwise pins drop and blocks are released at the end.
+    """
+    cdef int64_t i, j, k, slot, bid, n_distinct, n_missing = 0, first_miss = -1
+    cdef int64_t cap_eff, needed, progress, victim, hole_start = -1
+    cdef int64_t n_holes = 0, hole_len_sum = 0, max_hole_len = 0
+    cdef bint sorted_unique = True, in_prefix = True, in_alpha, trusted
+    cdef int64_t hits = 0, phits = 0, nh = 0, n_ev_access = 0
+    cdef double cost_all = 0.0, saved = 0.0, psaved = 0.0
+    cdef uint64_t si
+    cdef Access acc
+    cdef RequestCtx ctx
+    cdef int64_t V0, step, n_res, n_lim = min(B, n_match), n_pinned0
+    cdef int64_t* slots = run.slots
+    cdef int64_t* hitidx = run.hitidx
+    cdef bint pin = run.pin
+    cdef int64_t n_pf = run.n_prefetched
+
+    run.n_prefetched = 0
+    run.n_hitidx = 0
+    if run.failed:
+        return -1
+    if p.nomem:
+        # NOTE: out of memory outside a serve (a live release's inserts): fail before this
+        # request counts anything.
+        run._fail(FAIL_NOMEM, req_index, 0)
+        return -1
+    # 0. skip check on the distinct count
+    for i in range(1, B):
+        if ids[i] <= ids[i - 1]:
+            sorted_unique = False
+            break
+    if sorted_unique:
+        n_distinct = B
+    else:
+        run._snew_gen()
+        n_distinct = 0
+        for i in range(B):
+            if run._sadd(ids[i]):
+                n_distinct += 1
+    cap_eff = p.capacity - run.reserved
+    if n_distinct + n_anonymous > cap_eff:
+        run.n_req_skipped += 1
+        if run.first_skip_req < 0:
+            run.first_skip_req = req_index
+            run.first_skip_distinct = n_distinct
+        return 1
+    run.n_req += 1
+
+    # 1. match
+    # NOTE: the probes of a request are independent: prefetch their home entries first so
+    # the table's cache misses overlap instead of stalling one after the other.
+    # NOTE: the first ``n_pf`` were prefetched by _serve_range during the previous request
+    # (one request ago: they have arrived; most requests have fewer than 64 blocks).  A small
+    # cache's table sits in the L2, where the prefetches only cost instructions (``pf_table``).
+    if run.pf_table:
+        for i in range(n_pf, min(B, 128)):
+            p.prefetch(ids[i])
+    for i in range(0, n_lim, 8):
+        SHADOW_PREFETCH(&cexact[i])
+    # NOTE: the statistics cover the first ``n_match`` blocks; the rest (``--lookup``) are
+    # only probed, so the loop is split there instead of testing ``i < n_match`` per block.
+    for i in range(n_lim):
+        slot = p.find(ids[i])
+        slots[i] = slot
+        cost_all += cexact[i]
+        if slot >= 0:
+            if pin:
+                p._pin(slot)
+                hitidx[nh] = i
+                nh += 1
+            hits += 1
+            saved += cexact[i]
+            if in_prefix:
+                phits += 1
+                psaved += cexact[i]
+            if hole_start >= 0:
+                n_holes += 1
+                hole_len_sum += i - hole_start
+                max_hole_len = max(max_hole_len, i - hole_start)
+                hole_start = -1
+        else:
+            if first_miss < 0:
+                first_miss = i
+            in_prefix = False
+            if hole_start < 0:
+                hole_start = i
+            if run.pf_ghost:
+                _prefetch_ghost(p, ids[i])
+            if sorted_unique:
+                n_missing += 1
+            else:
+                si = run._sslot(ids[i])
+                if run.smark[si] == 0:
+                    run.smark[si] = 1
+                    n_missing += 1
+    for i in range(n_lim, B):
+        bid = ids[i]
+        slot = p.find(bid)
+        slots[i] = slot
+        if slot >= 0:
+            if pin:
+                p._pin(slot)
+                hitidx[nh] = i
+                nh += 1
+        else:
+            if first_miss < 0:
+                first_miss = i
+            if sorted_unique:
+                n_missing += 1
+            else:
+                si = run._sslot(bid)
+                if run.smark[si] == 0:
+                    run.smark[si] = 1
+                    n_missing += 1
+    run.n_hitidx = nh
+    if hole_start >= 0:
+        n_holes += 1
+        hole_len_sum += n_lim - hole_start
+        max_hole_len = max(max_hole_len, n_lim - hole_start)
+    run.n_blocks += n_lim
+    run.n_hits += hits
+    run.n_prefix_hits += phits
+    run.total_cost += cost_all
+    run.saved_cost += saved
+    run.prefix_saved_cost += psaved
+    run.last_blocks = n_lim
+    run.last_hits = hits
+    run.last_prefix_hits = phits
+    run.last_cost = cost_all
+    run.last_saved = saved
+    run.last_prefix_saved = psaved
+
+    # 2. allocate
+    V0 = run.vtime
+    needed = n_missing + n_anonymous - (cap_eff - p.n_resident)
+    if needed > 0:
+        if first_miss >= 0:
+            acc.block_id = ids[first_miss]
+            acc.cost = cint[first_miss]
+            acc.cost_exact = cexact[first_miss]
+            # NOTE: the fast kinds read nothing of ``acc`` but the id, and ``nxt`` is read
+            # nowhere else for them: this one load per request was a cache miss (the array is
+            # streamed past, one entry per request), ~12-15% of lru/fifo's loop time at 8k
+            # slots (perf, base and main alike).
+            acc.next_access = nxt[first_miss] if AnyPolicy is Policy else -1
+            acc.position = first_miss
+        else:
+            acc.block_id = 0
+            acc.cost = 0
+            acc.cost_exact = 0.0
+            acc.next_access = -1
+            acc.position = -1
+        acc.vtime = V0
+        acc.req_vtime = V0 + B
+        progress = 0
+        # NOTE: with pins on, every resident block of the request (a match hit) is pinned, so a
+        # strictly pin-honouring policy (STRICT_PINS) takes none of them while ``n_resident -
+        # n_pinned`` unpinned
+        # blocks can cover all the victims: no "victim in the request" check is needed then.
+        trusted = (pin and p.strict_pins and p.n_resident - p.n_pinned >= needed)
+        if hold and needed > p.n_resident - p.n_pinned:
+            # NOTE: live admission: blocks held by running requests cannot be evicted (an
+            # engine would make the request wait); the shadow skips it instead.
+            run._unpin_match(ids, B)
+            run._unserve()
+            return 1
+        if trusted and AnyPolicy is not Policy:
+            # NOTE: the fast kinds evict one at a time anyway (no evict_n of their own); with
+            # enough unpinned blocks every call returns a victim outside the request.
+            _evict_trusted(p, needed, &acc)
+            run.n_eviction += needed
+            progress = needed
+        while progress < needed:
+            n_pinned0 = p.n_pinned
+            k = _evict_n(p, needed - progress, &acc, run.evbuf)
+            if k <= 0:
+                run._unpin_match(ids, B)
+                if hold:
+                    # NOTE: live admission into a cache full of in-flight (held) blocks:
+                    # the engine would have had to wait; the shadow skips the request.
+                    run._unserve()
+                    return 1
+                run._fail(FAIL_STUCK, req_index, 0)
+                return -1
+            run.n_eviction += k
+            # NOTE: with pins on, every block of the request a victim could be (a resident
+            # one: a match hit) is pinned, and evicting a pinned block lowers n_pinned; if it
+            # did not move, no victim of this batch was the request's (no search needed).
+            if trusted or (pin and p.n_pinned == n_pinned0):
+                progress += k
+                continue
+            for j in range(k):
+                victim = run.evbuf[j]
+                if sorted_unique:
+                    in_alpha = _bsearch(ids, B, victim)
+                else:
+                    si = run._sslot(victim)
+                    in_alpha = run.sgen[si] == run.gen
+                if in_alpha:
+                    run.n_self_eviction += 1
+                else:
+                    progress += 1
+
+    # NOTE: the holes count (and are written) once the request is sure to be served: a live
+    # admission skipped for held room (above) has none.
+    run.n_holes += n_holes
+    run.hole_len_sum += hole_len_sum
+    run.max_hole_len = max(run.max_hole_len, max_hole_len)
+    if run.holes != NULL:
+        holes_dump(run.holes, req_index, slots, n_lim)
+
+    # 3. access
+    if AnyPolicy is Policy:
+        ctx.block_ids = ids
+        ctx.n_blocks = B
+        ctx.timestamp_s = ts
+        ctx.req_vtime = V0 + B
+        ctx.vtime = V0
+        p.on_request(&ctx)
+    acc.req_vtime = V0 + B
+    n_ev_access = _access(run, p, ids, B, nxt, cexact, cint, n_anonymous, sorted_unique, &acc,
+                          req_index)
+    if n_ev_access < 0:
+        run._unpin_match(ids, B)
+        return -1
+    if p.nomem:
+        run._fail(FAIL_NOMEM, req_index, 0)
+        run._unpin_match(ids, B)
+        return -1
+
+    # 4. verify
+    # NOTE: with distinct ids every ``slots[i]`` was right when block i was accessed; only an
+    # eviction during the access phase can make one stale, so without one verify is a no-op.
+    if run.verify and (n_ev_access > 0 or not sorted_unique):
+        for i in range(B):
+            slot = slots[i]
+            if slot < 0 or p.slot_id(slot) != ids[i]:
+                slot = p.find(ids[i])
+                if slot < 0:
+                    run._fail(FAIL_VERIFY, req_index, ids[i])
+                    run._unpin_match(ids, B)
+                    return -1
+                slots[i] = slot
+
+    # 5. unpin / hold / release
+    run._unpin_match(ids, B)
+    if hold:
+        # NOTE: one pin per position, as the release drops one per position: a repeated id's
+        # later position may hold a stale slot (its access found the block by id), so look it up.
+        for i in range(B):
+            slot = slots[i]
+            if slot < 0 or p.slot_id(slot) != ids[i]:
+                slot = p.find(ids[i])
+            if slot >= 0:
+                p._pin(slot)
+        run.reserved += n_anonymous
+    elif p.wants_release:
+        _release_request(p, ids, B, slots)
+    return 0
+
+
+
+cdef void _release(CacheRun run, AnyPolicy p, const int64_t* block_ids, int64_t B,
+                   const int64_t* extra_ids, int64_t E, const double* cost_exact,
+                   const int64_t* cost_int, int64_t n_anonymous,
+                   int64_t n_anonymous_final) noexcept nogil:
+    """Live release: insert ``extra_ids`` (generated blocks), then unpin tail first.
+
+    While the generated blocks go in, the request holds ``n_anonymous_final`` anonymous slots
+    (vLLM's final partial block, still allocated until the request is freed): the admission's
+    ``n_anonymous`` slots shrink to that many, or grow to it after the generated blocks (a
+    prompt that ended on a block boundary reserved none; its final partial block was
+    allocated after the generated ones, evicting if the cache was full).  Every anonymous
+    slot is given back at the end.  ``cost_*`` hold at least ``B + E + 1`` entries.
+    """
+    cdef int64_t i, slot, bid, pos, victim, n_res, grow
+    cdef Access acc
+    cdef int64_t keep = min(n_anonymous_final, n_anonymous)
+    if run.failed:
+        return
+    if keep < 0:
+        keep = 0
+    run.reserved -= n_anonymous - keep
+    if run.reserved < 0:
+        run.reserved = 0
+    for i in range(E):
+        bid = extra_ids[i]
+        pos = B + i
+        run.vtime += 1
+        acc.block_id = bid
+        acc.cost = cost_int[pos]
+        acc.cost_exact = cost_exact[pos]
+        acc.next_access = -1
+        acc.vtime = run.vtime
+        acc.req_vtime = run.vtime
+        acc.position = pos
+        slot = p.find(bid)
+        if slot >= 0:
+            n_res = p.n_resident
+            _hit(p, slot, &acc)
+        else:
+            if p.n_resident + run.reserved >= p.capacity:
+                # NOTE: every resident block held by running requests: none may go (vLLM's
+                # free queue is empty), so the generated block is not cached.
+                if p.n_resident - p.n_pinned <= 0:
+                    continue
+                victim = _evict(p, &acc)
+                if victim == 0:
+                    continue
+                run.n_eviction += 1
+            n_res = p.n_resident + 1
+            _insert(p, &acc)
+        if p.n_resident < n_res:          # spilled (see _access)
+            run.n_eviction += n_res - p.n_resident
+    # NOTE: the final partial block beyond the admission's reservation is allocated after
+    # the generated blocks (vLLM allocates a request's blocks in order); it takes a free slot
+    # or evicts one block, like an insert of a block no request will ever look up.
+    grow = n_anonymous_final - keep
+    for i in range(grow):
+        if p.n_resident + run.reserved >= p.capacity:
+            if p.n_resident - p.n_pinned <= 0:
+                grow = i
+                break
+            pos = B + E
+            run.vtime += 1
+            acc.block_id = 0
+            acc.cost = cost_int[pos]
+            acc.cost_exact = cost_exact[pos]
+            acc.next_access = -1
+            acc.vtime = run.vtime
+            acc.req_vtime = run.vtime
+            acc.position = pos
+            if _evict(p, &acc) == 0:
+                grow = i
+                break
+            run.n_eviction += 1
+        run.reserved += 1
+    if grow < 0:
+        grow = 0
+    # NOTE: tail first, like vLLM's free_blocks(reversed(req_blocks)): the generated
+    # blocks are the deepest, then the prompt from its last block to its root.
+    if p.wants_release:
+        for i in range(E - 1, -1, -1):
+            slot = p.find(extra_ids[i])
+            if slot >= 0:
+                _on_release(p, slot)
+    for i in range(B - 1, -1, -1):
+        slot = p.find(block_ids[i])
+        if slot >= 0:
+            p._unpin(slot)
+            if p.wants_release:
+                _on_release(p, slot)
+    run.reserved -= keep + grow
+    if run.reserved < 0:
+        run.reserved = 0
+
+
+# ---- one call, one kind check: the request paths over a batch ----
+
+cdef enum:
+    CALL_RANGE = 0      # requests r0 .. r1-1 of a batch (offline; pins dropped after each)
+    CALL_LIVE = 1       # live events 0 .. r1-1 (admissions held, releases): livewire.pxd
+
+
+cdef struct Call:
+    int mode
+    const int64_t* off            # entries of request/event r: off[r] .. off[r+1]-1
+    const int64_t* ids
+    const int64_t* nxt
+    const double* ts              # per request/event
+    const double* cexact          # per position
+    const int64_t* cint
+    const int64_t* n_match        # CALL_RANGE: per request, NULL = every block
+    const int64_t* n_anon         # CALL_RANGE: per request, NULL = none
+    int64_t r0
+    int64_t r1
+    int64_t first_request         # index of request 0 (range) or of the first admission (live)
+    const int64_t* ev             # CALL_LIVE: rows of ROW_WIDTH
+    int64_t* out_i                # CALL_LIVE: (events, K, OUT_WIDTH), C order
+    double* out_f
+    int64_t k                     # CALL_LIVE: this cache's column
+    int64_t K
+
+
+cdef int64_t _serve_range(CacheRun run, AnyPolicy p, const Call* c) noexcept nogil:
+    """Serve requests ``c.r0 .. c.r1-1``; how many were served."""
+    cdef int64_t r, a, b, i, served = 0, pf_cur, pf_next = 0
+    cdef const int64_t* off = c.off
+    cdef const int64_t* ids = c.ids
+    cdef int rc
+    for r in range(c.r0, c.r1):
+        a = off[r]
+        b = off[r + 1]
+        pf_cur = pf_next
+        pf_next = 0
+        if r + 1 < c.r1 and run.pf_table:
+            pf_next = min(off[r + 2] - b, 64)
+            # NOTE: start loading the next request's table entries now: one request's work
+            # is enough time for them to arrive, where serve's own prefetch is too late for
+            # the first probes.
+            # NOTE: the resident table only: a ghost entry is read for a miss alone, so ARC's
+            # and s3fifo's are prefetched by the match phase's misses (``pf_ghost``), one
+            # eviction phase before the access reads them.
+            for i in range(b, min(off[r + 2], b + 64)):
+                p.prefetch(ids[i])
+        run.n_prefetched = pf_cur
+        rc = _serve(run, p, &ids[a], b - a, &c.nxt[a], c.cexact, c.cint, c.ts[r],
+                    c.first_request + r, b - a if c.n_match == NULL else c.n_match[r],
+                    0 if c.n_anon == NULL else c.n_anon[r], False)
+        if rc == 0:
+            served += 1
+        elif rc < 0:
+            break
+    return served
+
+
+cdef int64_t _live_events(CacheRun run, AnyPolicy p, const Call* c) noexcept nogil:
+    """Serve live events ``0 .. c.r1-1`` in order as cache ``c.k``; the admissions served."""
+    cdef int64_t e, a0, L, nb, link, served = 0, req = c.first_request, o
+    cdef const int64_t* row
+    cdef int64_t* out_i = c.out_i
+    cdef double* out_f = c.out_f
+    cdef int rc
+    for e in range(c.r1):
+        row = &c.ev[ROW_WIDTH * e]
+        a0 = c.off[e]
+        L = c.off[e + 1] - a0
+        o = (e * c.K + c.k) * OUT_WIDTH
+        if row[ROW_KIND] == EV_ADMIT:
+            rc = _serve(run, p, &c.ids[a0], L, &c.nxt[a0], c.cexact, c.cint, c.ts[e], req,
+                        min(row[ROW_N_MATCH], L), row[ROW_N_ANONYMOUS], True)
+            req += 1
+            out_i[o + OUT_RC] = rc
+            if rc == 0:
+                served += 1
+                out_i[o + OUT_HITS] = run.last_hits
+                out_i[o + OUT_PREFIX_HITS] = run.last_prefix_hits
+                out_f[o + OUT_COST] = run.last_cost
+                out_f[o + OUT_SAVED] = run.last_saved
+                out_f[o + OUT_PREFIX_SAVED] = run.last_prefix_saved
+            else:
+                out_i[o + OUT_HITS] = 0
+                out_i[o + OUT_PREFIX_HITS] = 0
+                out_f[o + OUT_COST] = 0.0
+                out_f[o + OUT_SAVED] = 0.0
+                out_f[o + OUT_PREFIX_SAVED] = 0.0
+        else:
+            link = row[ROW_LINK]
+            rc = out_i[(link * c.K + c.k) * OUT_WIDTH + OUT_RC] if link >= 0 else out_i[o + OUT_RC]
+            if rc == 0:
+                nb = row[ROW_N_BLOCKS]
+                _release(run, p, &c.ids[a0], nb, &c.ids[a0 + nb], L - nb, c.cexact, c.cint,
+                         row[ROW_N_ANONYMOUS], row[ROW_N_ANONYMOUS_FINAL])
+    return served
+
+
+cdef inline int64_t _call(CacheRun run, AnyPolicy p, const Call* c) noexcept nogil:
+    if c.mode == CALL_LIVE:
+        return _live_events(run, p, c)
+    return _serve_range(run, p, c)
+
+
+# NOTE: to give a policy class an inlined path: its kind below, an entry in AnyPolicy, in
+# _KINDS and in _dispatch (its ``fast_*`` methods in its .pxd: see shadow/sim/README.md).
+cdef enum:
+    K_GENERIC = 0
+    K_LRU = 1
+    K_FIFO = 2
+    K_CLOCK = 3
+    K_SIEVE = 4
+    K_VLLM = 5
+    K_S3FIFO = 6
+    K_ARC = 7
+
+#: the kind of each inlined class (by exact type: a subclass takes the generic path)
+_KINDS = {LRU: K_LRU, FIFO: K_FIFO, Clock: K_CLOCK, Sieve: K_SIEVE, VLLM: K_VLLM,
+          S3FIFO: K_S3FIFO, ARC: K_ARC}
+
+
+cdef int64_t _dispatch(CacheRun run, const Call* c) noexcept nogil:
+    """Run ``c`` through the request path of ``run``'s policy kind: the one kind check per call."""
+    cdef int kind = run.kind
+    if kind == K_LRU:
+        return _call(run, <LRU>run.policy, c)
+    elif kind == K_FIFO:
+        return _call(run, <FIFO>run.policy, c)
+    elif kind == K_CLOCK:
+        return _call(run, <Clock>run.policy, c)
+    elif kind == K_SIEVE:
+        return _call(run, <Sieve>run.policy, c)
+    elif kind == K_VLLM:
+        return _call(run, <VLLM>run.policy, c)
+    elif kind == K_S3FIFO:
+        return _call(run, <S3FIFO>run.policy, c)
+    elif kind == K_ARC:
+        return _call(run, <ARC>run.policy, c)
+    return _call(run, run.policy, c)
+
+
 cdef class CacheRun:
     """One simulated cache: a policy instance, the loop's options and its statistics."""
 
@@ -274,14 +792,7 @@ cdef class CacheRun:
     cdef readonly int64_t busy_ns  # thread CPU time serve_chunks spent on this cache (balancing)
     # the policy again, typed for its inlined path (None unless ``kind`` says so)
     cdef int kind
-    cdef LRU p_lru
-    cdef FIFO p_fifo
-    cdef Clock p_clock
-    cdef Sieve p_sieve
-    cdef VLLM p_vllm
-    cdef S3FIFO p_s3fifo
-    cdef ARC p_arc
-    # scratch
+
     cdef int64_t n_prefetched      # leading ids of the next serve's request already prefetched
     cdef bint pf_table            # prefetch table entries ahead of the probes (large caches only)
     cdef bint pf_ghost            # prefetch a missed block's ghost entry at the match (ARC, s3fifo)
@@ -296,33 +807,13 @@ cdef class CacheRun:
     cdef uint64_t smask
     cdef uint32_t gen
     cdef FILE* holes
+    cdef str holes_path
 
     def __cinit__(self, Policy policy, bint pin=True, str replay_order="deepest-first", bint verify=True):
         if replay_order not in ("deepest-first", "prefix-order"):
             raise ValueError(f"bad replay order {replay_order!r}")
         self.policy = policy
-        self.kind = K_GENERIC
-        if type(policy) is LRU:
-            self.kind = K_LRU
-            self.p_lru = <LRU>policy
-        elif type(policy) is FIFO:
-            self.kind = K_FIFO
-            self.p_fifo = <FIFO>policy
-        elif type(policy) is Clock:
-            self.kind = K_CLOCK
-            self.p_clock = <Clock>policy
-        elif type(policy) is Sieve:
-            self.kind = K_SIEVE
-            self.p_sieve = <Sieve>policy
-        elif type(policy) is VLLM:
-            self.kind = K_VLLM
-            self.p_vllm = <VLLM>policy
-        elif type(policy) is S3FIFO:
-            self.kind = K_S3FIFO
-            self.p_s3fifo = <S3FIFO>policy
-        elif type(policy) is ARC:
-            self.kind = K_ARC
-            self.p_arc = <ARC>policy
+        self.kind = _KINDS.get(type(policy), K_GENERIC)
         self.pin = pin
         policy.pin_enabled = pin
         # NOTE: from 32k slots (LR_RING_MIN) on, as the rings' prefetch-ahead: below, the table
@@ -385,14 +876,15 @@ cdef class CacheRun:
     def open_holes(self, path: str) -> None:
         """Write PrefixSim's per-request hole lines to ``path`` (the caller renames it when done)."""
         self.close_holes()
-        self.holes = fopen(path.encode(), b"w")
-        if self.holes == NULL:
-            raise OSError(f"cannot open {path} for writing")
+        self.holes = holes_open(path)
+        self.holes_path = path
 
     def close_holes(self) -> None:
-        if self.holes != NULL:
-            fclose(self.holes)
+        """Close the hole lines' file; OSError if any of its writes failed (a full disk)."""
+        cdef FILE* f = self.holes
+        if f != NULL:
             self.holes = NULL
+            holes_close(f, self.holes_path)
 
     # ---- scratch set: the request's distinct ids (generation-stamped, never cleared) ----
 
@@ -420,314 +912,6 @@ cdef class CacheRun:
             for i in range(self.smask + 1):
                 self.sgen[i] = 0
             self.gen = 1
-
-    cdef inline int64_t _evict_batch(self, int64_t n, const Access* acc) noexcept nogil:
-        """Up to ``n`` evictions into ``evbuf`` (the policy's kind picks the inlined path)."""
-        if self.kind == K_LRU:
-            return _evict_n(self.p_lru, n, acc, self.evbuf)
-        elif self.kind == K_FIFO:
-            return _evict_n(self.p_fifo, n, acc, self.evbuf)
-        elif self.kind == K_CLOCK:
-            return _evict_n(self.p_clock, n, acc, self.evbuf)
-        elif self.kind == K_SIEVE:
-            return _evict_n(self.p_sieve, n, acc, self.evbuf)
-        elif self.kind == K_VLLM:
-            return _evict_n(self.p_vllm, n, acc, self.evbuf)
-        elif self.kind == K_S3FIFO:
-            return _evict_n(self.p_s3fifo, n, acc, self.evbuf)
-        elif self.kind == K_ARC:
-            return _evict_n(self.p_arc, n, acc, self.evbuf)
-        return self.policy.evict_n(acc, n, self.evbuf)
-
-    # ---- one request ----
-
-    cdef int serve(self, const int64_t* ids, int64_t B, const int64_t* nxt, const double* cexact,
-                   const int64_t* cint, double ts, int64_t req_index, int64_t n_match,
-                   int64_t n_anonymous, bint hold) noexcept nogil:
-        """Serve one request; 0 served, 1 skipped, -1 failed (see ``failed``).
-
-        ``n_match`` blocks (a prefix of ``ids``) are looked up for statistics; all ``B`` are
-        allocated and accessed.  ``hold`` keeps every block pinned (and ``n_anonymous`` slots
-        reserved) until :meth:`release`; otherwise pins drop and blocks are released at the end.
-        """
-        cdef int64_t i, j, k, slot, bid, n_distinct, n_missing = 0, first_miss = -1
-        cdef int64_t cap_eff, needed, progress, victim, hole_start = -1, hole_len
-        cdef bint sorted_unique = True, in_prefix = True, in_alpha, trusted
-        cdef int64_t hits = 0, phits = 0, nh = 0, n_ev_access = 0
-        cdef double cost_all = 0.0, saved = 0.0, psaved = 0.0
-        cdef uint64_t si
-        cdef Access acc
-        cdef RequestCtx ctx
-        cdef int64_t V0, step, n_res, n_lim = min(B, n_match), n_pinned0
-        cdef int64_t* slots = self.slots
-        cdef int64_t* hitidx = self.hitidx
-        cdef bint generic = self.kind == K_GENERIC
-        cdef bint pin = self.pin
-        cdef int64_t n_pf = self.n_prefetched
-
-        self.n_prefetched = 0
-        self.n_hitidx = 0
-        if self.failed:
-            return -1
-        if self.policy.nomem:
-            # NOTE: out of memory outside a serve (a live release's inserts): fail before this
-            # request counts anything.
-            self._fail(FAIL_NOMEM, req_index, 0)
-            return -1
-        # 0. skip check on the distinct count
-        for i in range(1, B):
-            if ids[i] <= ids[i - 1]:
-                sorted_unique = False
-                break
-        if sorted_unique:
-            n_distinct = B
-        else:
-            self._snew_gen()
-            n_distinct = 0
-            for i in range(B):
-                if self._sadd(ids[i]):
-                    n_distinct += 1
-        cap_eff = self.policy.capacity - self.reserved
-        if n_distinct + n_anonymous > cap_eff:
-            self.n_req_skipped += 1
-            if self.first_skip_req < 0:
-                self.first_skip_req = req_index
-                self.first_skip_distinct = n_distinct
-            return 1
-        self.n_req += 1
-
-        # 1. match
-        # NOTE: the probes of a request are independent: prefetch their home entries first so
-        # the table's cache misses overlap instead of stalling one after the other.
-        # NOTE: the first ``n_pf`` were prefetched by _serve_range during the previous request
-        # (one request ago: they have arrived; most requests have fewer than 64 blocks).  A small
-        # cache's table sits in the L2, where the prefetches only cost instructions (``pf_table``).
-        if self.pf_table:
-            for i in range(n_pf, min(B, 128)):
-                self.policy.prefetch(ids[i])
-        for i in range(0, n_lim, 8):
-            SHADOW_PREFETCH(&cexact[i])
-        # NOTE: the statistics cover the first ``n_match`` blocks; the rest (``--lookup``) are
-        # only probed, so the loop is split there instead of testing ``i < n_match`` per block.
-        for i in range(n_lim):
-            slot = self.policy.find(ids[i])
-            slots[i] = slot
-            cost_all += cexact[i]
-            if slot >= 0:
-                if pin:
-                    self.policy._pin(slot)
-                    hitidx[nh] = i
-                    nh += 1
-                hits += 1
-                saved += cexact[i]
-                if in_prefix:
-                    phits += 1
-                    psaved += cexact[i]
-                if hole_start >= 0:
-                    self._hole(hole_start, i - hole_start)
-                    hole_start = -1
-            else:
-                if first_miss < 0:
-                    first_miss = i
-                in_prefix = False
-                if hole_start < 0:
-                    hole_start = i
-                if self.pf_ghost:
-                    self._prefetch_ghost(ids[i])
-                if sorted_unique:
-                    n_missing += 1
-                else:
-                    si = self._sslot(ids[i])
-                    if self.smark[si] == 0:
-                        self.smark[si] = 1
-                        n_missing += 1
-        for i in range(n_lim, B):
-            bid = ids[i]
-            slot = self.policy.find(bid)
-            slots[i] = slot
-            if slot >= 0:
-                if pin:
-                    self.policy._pin(slot)
-                    hitidx[nh] = i
-                    nh += 1
-            else:
-                if first_miss < 0:
-                    first_miss = i
-                if sorted_unique:
-                    n_missing += 1
-                else:
-                    si = self._sslot(bid)
-                    if self.smark[si] == 0:
-                        self.smark[si] = 1
-                        n_missing += 1
-        self.n_hitidx = nh
-        if hole_start >= 0:
-            self._hole(hole_start, n_lim - hole_start)
-        if self.holes != NULL:
-            self._dump_holes(req_index, n_lim)
-        self.n_blocks += n_lim
-        self.n_hits += hits
-        self.n_prefix_hits += phits
-        self.total_cost += cost_all
-        self.saved_cost += saved
-        self.prefix_saved_cost += psaved
-        self.last_blocks = n_lim
-        self.last_hits = hits
-        self.last_prefix_hits = phits
-        self.last_cost = cost_all
-        self.last_saved = saved
-        self.last_prefix_saved = psaved
-
-        # 2. allocate
-        V0 = self.vtime
-        needed = n_missing + n_anonymous - (cap_eff - self.policy.n_resident)
-        if needed > 0:
-            if first_miss >= 0:
-                acc.block_id = ids[first_miss]
-                acc.cost = cint[first_miss]
-                acc.cost_exact = cexact[first_miss]
-                # NOTE: the fast kinds read nothing of ``acc`` but the id, and ``nxt`` is read
-                # nowhere else for them: this one load per request was a cache miss (the array is
-                # streamed past, one entry per request), ~12-15% of lru/fifo's loop time at 8k
-                # slots (perf, base and main alike).
-                acc.next_access = nxt[first_miss] if generic else -1
-                acc.position = first_miss
-            else:
-                acc.block_id = 0
-                acc.cost = 0
-                acc.cost_exact = 0.0
-                acc.next_access = -1
-                acc.position = -1
-            acc.vtime = V0
-            acc.req_vtime = V0 + B
-            progress = 0
-            # NOTE: with pins on, every resident block of the request (a match hit) is pinned, so a
-            # strictly pin-honouring policy (STRICT_PINS) takes none of them while ``n_resident - n_pinned`` unpinned
-            # blocks can cover all the victims: no "victim in the request" check is needed then.
-            trusted = (pin and self.policy.strict_pins and self.policy.n_resident - self.policy.n_pinned >= needed)
-            if hold and needed > self.policy.n_resident - self.policy.n_pinned:
-                # NOTE: live admission: blocks held by running requests cannot be evicted (an
-                # engine would make the request wait); the shadow skips it instead.
-                self._unpin_match(ids, B)
-                self._unserve()
-                return 1
-            if trusted and not generic:
-                # NOTE: the fast kinds evict one at a time anyway (no evict_n of their own); with
-                # enough unpinned blocks every call returns a victim outside the request.
-                if self.kind == K_LRU:
-                    _evict_trusted(self.p_lru, needed, &acc)
-                elif self.kind == K_FIFO:
-                    _evict_trusted(self.p_fifo, needed, &acc)
-                elif self.kind == K_CLOCK:
-                    _evict_trusted(self.p_clock, needed, &acc)
-                elif self.kind == K_SIEVE:
-                    _evict_trusted(self.p_sieve, needed, &acc)
-                elif self.kind == K_VLLM:
-                    _evict_trusted(self.p_vllm, needed, &acc)
-                else:
-                    self.policy.evict_n(&acc, needed, self.evbuf)
-                self.n_eviction += needed
-                progress = needed
-            while progress < needed:
-                n_pinned0 = self.policy.n_pinned
-                k = self._evict_batch(needed - progress, &acc)
-                if k <= 0:
-                    self._unpin_match(ids, B)
-                    if hold:
-                        # NOTE: live admission into a cache full of in-flight (held) blocks:
-                        # the engine would have had to wait; the shadow skips the request.
-                        self._unserve()
-                        return 1
-                    self._fail(FAIL_STUCK, req_index, 0)
-                    return -1
-                self.n_eviction += k
-                # NOTE: with pins on, every block of the request a victim could be (a resident
-                # one: a match hit) is pinned, and evicting a pinned block lowers n_pinned; if it
-                # did not move, no victim of this batch was the request's (no search needed).
-                if trusted or (pin and self.policy.n_pinned == n_pinned0):
-                    progress += k
-                    continue
-                for j in range(k):
-                    victim = self.evbuf[j]
-                    if sorted_unique:
-                        in_alpha = _bsearch(ids, B, victim)
-                    else:
-                        si = self._sslot(victim)
-                        in_alpha = self.sgen[si] == self.gen
-                    if in_alpha:
-                        self.n_self_eviction += 1
-                    else:
-                        progress += 1
-
-        # 3. access
-        if generic:
-            ctx.block_ids = ids
-            ctx.n_blocks = B
-            ctx.timestamp_s = ts
-            ctx.req_vtime = V0 + B
-            ctx.vtime = V0
-            self.policy.on_request(&ctx)
-        acc.req_vtime = V0 + B
-        if self.kind == K_LRU:
-            n_ev_access = _access(self, self.p_lru, ids, B, nxt, cexact, cint, n_anonymous,
-                                  sorted_unique, &acc, req_index)
-        elif self.kind == K_FIFO:
-            n_ev_access = _access(self, self.p_fifo, ids, B, nxt, cexact, cint, n_anonymous,
-                                  sorted_unique, &acc, req_index)
-        elif self.kind == K_CLOCK:
-            n_ev_access = _access(self, self.p_clock, ids, B, nxt, cexact, cint, n_anonymous,
-                                  sorted_unique, &acc, req_index)
-        elif self.kind == K_SIEVE:
-            n_ev_access = _access(self, self.p_sieve, ids, B, nxt, cexact, cint, n_anonymous,
-                                  sorted_unique, &acc, req_index)
-        elif self.kind == K_VLLM:
-            n_ev_access = _access(self, self.p_vllm, ids, B, nxt, cexact, cint, n_anonymous,
-                                  sorted_unique, &acc, req_index)
-        elif self.kind == K_S3FIFO:
-            n_ev_access = _access(self, self.p_s3fifo, ids, B, nxt, cexact, cint, n_anonymous,
-                                  sorted_unique, &acc, req_index)
-        elif self.kind == K_ARC:
-            n_ev_access = _access(self, self.p_arc, ids, B, nxt, cexact, cint, n_anonymous,
-                                  sorted_unique, &acc, req_index)
-        else:
-            n_ev_access = _access(self, self.policy, ids, B, nxt, cexact, cint, n_anonymous,
-                                  sorted_unique, &acc, req_index)
-        if n_ev_access < 0:
-            self._unpin_match(ids, B)
-            return -1
-        if self.policy.nomem:
-            self._fail(FAIL_NOMEM, req_index, 0)
-            self._unpin_match(ids, B)
-            return -1
-
-        # 4. verify
-        # NOTE: with distinct ids every ``slots[i]`` was right when block i was accessed; only an
-        # eviction during the access phase can make one stale, so without one verify is a no-op.
-        if self.verify and (n_ev_access > 0 or not sorted_unique):
-            for i in range(B):
-                slot = slots[i]
-                if slot < 0 or self.policy.slot_id(slot) != ids[i]:
-                    slot = self.policy.find(ids[i])
-                    if slot < 0:
-                        self._fail(FAIL_VERIFY, req_index, ids[i])
-                        self._unpin_match(ids, B)
-                        return -1
-                    slots[i] = slot
-
-        # 5. unpin / hold / release
-        self._unpin_match(ids, B)
-        if hold:
-            for i in range(B):
-                slot = slots[i]
-                if slot >= 0 and self.policy.slot_id(slot) == ids[i]:
-                    self.policy._pin(slot)
-            self.reserved += n_anonymous
-        elif self.policy.wants_release:
-            if self.kind == K_VLLM:
-                _release_request(self.p_vllm, ids, B, slots)
-            else:
-                _release_request(self.policy, ids, B, slots)
-        return 0
 
     cdef inline void _unpin_match(self, const int64_t* ids, int64_t B) noexcept nogil:
         """Drop the match-phase pins (a pinned block evicted meanwhile had its count reset).
@@ -757,25 +941,6 @@ cdef class CacheRun:
         self.saved_cost -= self.last_saved
         self.prefix_saved_cost -= self.last_prefix_saved
 
-    cdef inline void _hole(self, int64_t start, int64_t length) noexcept nogil:
-        self.n_holes += 1
-        self.hole_len_sum += length
-        if length > self.max_hole_len:
-            self.max_hole_len = length
-
-    cdef void _dump_holes(self, int64_t req_index, int64_t n) noexcept nogil:
-        cdef int64_t i = 0, start
-        fprintf(self.holes, b"Request %lld:", <long long>req_index)
-        while i < n:
-            if self.slots[i] < 0:
-                start = i
-                while i < n and self.slots[i] < 0:
-                    i += 1
-                fprintf(self.holes, b" (idx: %lld, len: %lld)", <long long>start, <long long>(i - start))
-            else:
-                i += 1
-        fprintf(self.holes, b"\n")
-
     cdef inline void _fail(self, int kind, int64_t req_index, int64_t block) noexcept nogil:
         # NOTE: a policy out of memory may refuse or misplace blocks; that, not the symptom,
         # is the failure to report.
@@ -783,47 +948,7 @@ cdef class CacheRun:
         self.failed_req = req_index
         self.failed_block = block
 
-    cdef inline void _prefetch_ghost(self, int64_t block_id) noexcept nogil:
-        """Start loading the ghost-table entry the access of missed ``block_id`` probes."""
-        if self.kind == K_ARC:
-            gr_prefetch(&self.p_arc.ghost, block_id)
-        elif self.p_s3fifo.ghost_size > 0:
-            gr_prefetch(&self.p_s3fifo.ghost, block_id)
-
     # ---- Python entry points ----
-
-    cdef int64_t _serve_range(self, const int64_t* off, const int64_t* ids, const int64_t* nxt,
-                              const double* ts, const double* cexact, const int64_t* cint,
-                              const int64_t* n_match, const int64_t* n_anon, int64_t r0,
-                              int64_t r1, int64_t first_request) noexcept nogil:
-        """Serve requests ``r0 .. r1-1`` of a batch (``n_match`` NULL: every block looked up;
-        ``n_anon`` NULL: no anonymous slots)."""
-        cdef int64_t r, a, b, c, served = 0, pf_cur, pf_next = 0
-        cdef int rc
-        for r in range(r0, r1):
-            a = off[r]
-            b = off[r + 1]
-            pf_cur = pf_next
-            pf_next = 0
-            if r + 1 < r1 and self.pf_table:
-                pf_next = min(off[r + 2] - b, 64)
-                # NOTE: start loading the next request's table entries now: one request's work
-                # is enough time for them to arrive, where serve's own prefetch is too late for
-                # the first probes.
-                # NOTE: the resident table only: a ghost entry is read for a miss alone, so ARC's
-                # and s3fifo's are prefetched by the match phase's misses (``pf_ghost``), one
-                # eviction phase before the access reads them.
-                for c in range(b, min(off[r + 2], b + 64)):
-                    self.policy.prefetch(ids[c])
-            self.n_prefetched = pf_cur
-            rc = self.serve(&ids[a], b - a, &nxt[a], cexact, cint, ts[r], first_request + r,
-                            b - a if n_match == NULL else n_match[r],
-                            0 if n_anon == NULL else n_anon[r], False)
-            if rc == 0:
-                served += 1
-            elif rc < 0:
-                break
-        return served
 
     def serve_batch(self, const int64_t[::1] offsets, const int64_t[::1] block_ids,
                     const int64_t[::1] next_access, const double[::1] timestamps,
@@ -836,136 +961,21 @@ cdef class CacheRun:
         ``n_anonymous[r]`` (optional) how many anonymous slots it holds while it is served.
         """
         cdef int64_t n = offsets.shape[0] - 1, served
-        cdef const int64_t* nm = NULL
-        cdef const int64_t* na = NULL
-        cdef const int64_t* idp
-        cdef const int64_t* nxp
+        cdef Call c
         if n <= 0:
             return 0
         _check_batch(offsets, block_ids, timestamps, cost_exact, cost_int, n_match, n_anonymous)
         if next_access.shape[0] != block_ids.shape[0]:
             raise ValueError("next-access array of the wrong length")
-        if n_match is not None:
-            nm = &n_match[0]
-        if n_anonymous is not None:
-            na = &n_anonymous[0]
+        _range_call(&c, offsets, block_ids, timestamps, cost_exact, cost_int, n_match,
+                    n_anonymous, first_request)
         # NOTE: a batch of empty requests has no entries; any valid pointer will do then.
-        idp = &block_ids[0] if block_ids.shape[0] > 0 else &offsets[0]
-        nxp = &next_access[0] if next_access.shape[0] > 0 else &offsets[0]
+        c.nxt = &next_access[0] if next_access.shape[0] > 0 else c.off
+        c.r0 = 0
+        c.r1 = n
         with nogil:
-            served = self._serve_range(&offsets[0], idp, nxp, &timestamps[0], &cost_exact[0],
-                                       &cost_int[0], nm, na, 0, n, first_request)
+            served = _dispatch(self, &c)
         return served
-
-    def admit(self, const int64_t[::1] block_ids, const int64_t[::1] next_access, int64_t n_match,
-              int64_t n_anonymous, double timestamp_s, const double[::1] cost_exact,
-              const int64_t[::1] cost_int, int64_t req_index) -> int:
-        """Live admission: serve and keep the blocks pinned (and anonymous slots reserved)."""
-        cdef int64_t B = block_ids.shape[0]
-        cdef int rc
-        self.reserve(B + n_anonymous + 1)
-        with nogil:
-            rc = self.serve(&block_ids[0] if B > 0 else NULL, B, &next_access[0] if B > 0 else NULL,
-                            &cost_exact[0], &cost_int[0], timestamp_s, req_index,
-                            min(n_match, B), n_anonymous, True)
-        return rc
-
-    def release(self, const int64_t[::1] block_ids, const int64_t[::1] extra_ids,
-                const double[::1] cost_exact, const int64_t[::1] cost_int, int64_t n_anonymous,
-                int64_t n_anonymous_final=0) -> None:
-        """Live release: insert ``extra_ids`` (generated blocks), then unpin tail first.
-
-        While the generated blocks go in, the request holds ``n_anonymous_final`` anonymous slots
-        (vLLM's final partial block, still allocated until the request is freed): the admission's
-        ``n_anonymous`` slots shrink to that many, or grow to it after the generated blocks (a
-        prompt that ended on a block boundary reserved none; its final partial block was
-        allocated after the generated ones, evicting if the cache was full).  Every anonymous
-        slot is given back at the end.
-        """
-        cdef int64_t B = block_ids.shape[0], E = extra_ids.shape[0]
-        cdef const int64_t* ip = &block_ids[0] if B > 0 else NULL
-        cdef const int64_t* ep = &extra_ids[0] if E > 0 else NULL
-        if cost_exact.shape[0] < B + E + 1 or cost_int.shape[0] < B + E + 1:
-            raise ValueError("cost arrays shorter than the request's blocks")
-        with nogil:
-            self._release(ip, B, ep, E, &cost_exact[0], &cost_int[0], n_anonymous,
-                          n_anonymous_final)
-
-    cdef void _release(self, const int64_t* block_ids, int64_t B, const int64_t* extra_ids,
-                       int64_t E, const double* cost_exact, const int64_t* cost_int,
-                       int64_t n_anonymous, int64_t n_anonymous_final) noexcept nogil:
-        """The body of :meth:`release` (``cost_*`` hold at least ``B + E + 1`` entries)."""
-        cdef int64_t i, slot, bid, pos, victim, n_res, grow
-        cdef Access acc
-        cdef int64_t keep = min(n_anonymous_final, n_anonymous)
-        if keep < 0:
-            keep = 0
-        self.reserved -= n_anonymous - keep
-        if self.reserved < 0:
-            self.reserved = 0
-        for i in range(E):
-            bid = extra_ids[i]
-            pos = B + i
-            self.vtime += 1
-            acc.block_id = bid
-            acc.cost = cost_int[pos]
-            acc.cost_exact = cost_exact[pos]
-            acc.next_access = -1
-            acc.vtime = self.vtime
-            acc.req_vtime = self.vtime
-            acc.position = pos
-            slot = self.policy.find(bid)
-            if slot >= 0:
-                n_res = self.policy.n_resident
-                self.policy.hit(slot, &acc)
-            else:
-                if self.policy.n_resident + self.reserved >= self.policy.capacity:
-                    victim = self.policy.evict(&acc)
-                    if victim == 0:
-                        continue
-                    self.n_eviction += 1
-                n_res = self.policy.n_resident + 1
-                self.policy.insert(&acc)
-            if self.policy.n_resident < n_res:          # spilled (see serve)
-                self.n_eviction += n_res - self.policy.n_resident
-        # NOTE: the final partial block beyond the admission's reservation is allocated after
-        # the generated blocks (vLLM allocates a request's blocks in order); it takes a free slot
-        # or evicts one block, like an insert of a block no request will ever look up.
-        grow = n_anonymous_final - keep
-        for i in range(grow):
-            if self.policy.n_resident + self.reserved >= self.policy.capacity:
-                pos = B + E
-                self.vtime += 1
-                acc.block_id = 0
-                acc.cost = cost_int[pos]
-                acc.cost_exact = cost_exact[pos]
-                acc.next_access = -1
-                acc.vtime = self.vtime
-                acc.req_vtime = self.vtime
-                acc.position = pos
-                if self.policy.evict(&acc) == 0:
-                    grow = i
-                    break
-                self.n_eviction += 1
-            self.reserved += 1
-        if grow < 0:
-            grow = 0
-        # NOTE: tail first, like vLLM's free_blocks(reversed(req_blocks)): the generated
-        # blocks are the deepest, then the prompt from its last block to its root.
-        if self.policy.wants_release:
-            for i in range(E - 1, -1, -1):
-                slot = self.policy.find(extra_ids[i])
-                if slot >= 0:
-                    self.policy.on_release(slot)
-        for i in range(B - 1, -1, -1):
-            slot = self.policy.find(block_ids[i])
-            if slot >= 0:
-                self.policy._unpin(slot)
-                if self.policy.wants_release:
-                    self.policy.on_release(slot)
-        self.reserved -= keep + grow
-        if self.reserved < 0:
-            self.reserved = 0
 
     def live_batch(self, int64_t k, const int64_t[:, ::1] ev, const int64_t[::1] offsets,
                    const int64_t[::1] block_ids, const int64_t[::1] next_access,
@@ -976,78 +986,65 @@ cdef class CacheRun:
 
         One call per drained batch instead of one per request (the connector's worker; all
         caches at once: :func:`live_batch_all`): the GIL is released for the whole batch and
-        this cache's tables stay hot while it serves it.
-
-        Event ``e`` is row ``ev[e] = (kind, a, b, c, link)`` over the entries
-        ``offsets[e]:offsets[e+1]`` of ``block_ids`` (and of ``next_access``):
-
-        * kind 0, admission: ``a`` = n_match, ``b`` = n_anonymous; request index ``req0`` + the
-          number of admissions before it in the batch.  Writes ``out_i[e, k] = (rc, hits,
-          prefix_hits)`` (rc as :meth:`admit`: 0 served) and ``out_f[e, k] = (cost, saved,
-          prefix_saved)``.
-        * kind 1, release: the entries are the admission's blocks then the generated ones;
-          ``a`` = the admission's block count, ``b`` = its n_anonymous, ``c`` =
-          n_anonymous_final.  Released only if served: ``out_i[link, k, 0] == 0`` when ``link
-          >= 0`` (an admission earlier in this batch), else ``out_i[e, k, 0] == 0`` as set by
-          the caller.
-
-        ``cost_*`` must hold ``max entries per event + 1`` values.  Returns the admissions served.
+        this cache's tables stay hot while it serves it.  The rows of ``ev`` and the columns of
+        ``out_i``/``out_f`` are the wire format of ``livewire.pxd``; admission ``e`` gets request
+        index ``req0`` + the admissions before it in the batch.  ``cost_*`` must hold ``longest
+        event + 1`` values.  Returns the admissions served.
         """
         cdef int64_t max_len, served
+        cdef Call c
         if ev.shape[0] == 0:
             return 0
         if k < 0 or k >= out_i.shape[1] or k >= out_f.shape[1]:
             raise ValueError("live_batch: cache index out of range")
-        max_len = _check_live_batch(ev, offsets, block_ids, next_access, timestamps, cost_exact,
-                                    cost_int, out_i, out_f)
+        max_len = check_live_batch(ev, offsets, block_ids, next_access, timestamps, cost_exact,
+                                   cost_int, out_i, out_f)
         self.reserve(max_len + 1)
+        _live_call(&c, ev, offsets, block_ids, next_access, timestamps, cost_exact, cost_int,
+                   out_i, out_f, req0)
+        c.k = k
         with nogil:
-            served = self._live_batch(k, &ev[0, 0], ev.shape[0], &offsets[0],
-                                      &block_ids[0] if block_ids.shape[0] > 0 else &offsets[0],
-                                      &next_access[0] if next_access.shape[0] > 0 else &offsets[0],
-                                      &timestamps[0], &cost_exact[0], &cost_int[0],
-                                      &out_i[0, 0, 0], out_i.shape[1], &out_f[0, 0, 0], req0)
+            served = _dispatch(self, &c)
         return served
 
-    cdef int64_t _live_batch(self, int64_t k, const int64_t* ev, int64_t n, const int64_t* off,
-                             const int64_t* idp, const int64_t* nxp, const double* ts,
-                             const double* cexact, const int64_t* cint, int64_t* out_i,
-                             int64_t K, double* out_f, int64_t req0) noexcept nogil:
-        """The body of :meth:`live_batch` on checked arrays (``ev`` rows of 5, ``out_*`` of
-        shape (n, K, 3), C order; scratch reserved for the longest event)."""
-        cdef int64_t e, a0, L, link, served = 0, req = req0, o
-        cdef const int64_t* row
-        cdef int rc
-        for e in range(n):
-            row = &ev[5 * e]
-            a0 = off[e]
-            L = off[e + 1] - a0
-            o = (e * K + k) * 3
-            if row[0] == 0:
-                rc = self.serve(&idp[a0], L, &nxp[a0], cexact, cint, ts[e], req,
-                                min(row[1], L), row[2], True)
-                req += 1
-                out_i[o] = rc
-                if rc == 0:
-                    served += 1
-                    out_i[o + 1] = self.last_hits
-                    out_i[o + 2] = self.last_prefix_hits
-                    out_f[o] = self.last_cost
-                    out_f[o + 1] = self.last_saved
-                    out_f[o + 2] = self.last_prefix_saved
-                else:
-                    out_i[o + 1] = 0
-                    out_i[o + 2] = 0
-                    out_f[o] = 0.0
-                    out_f[o + 1] = 0.0
-                    out_f[o + 2] = 0.0
-            else:
-                link = row[4]
-                rc = out_i[(link * K + k) * 3] if link >= 0 else out_i[o]
-                if rc == 0:
-                    self._release(&idp[a0], row[1], &idp[a0 + row[1]], L - row[1], cexact, cint,
-                                  row[2], row[3])
-        return served
+
+cdef void _range_call(Call* c, const int64_t[::1] offsets, const int64_t[::1] block_ids,
+                      const double[::1] timestamps, const double[::1] cost_exact,
+                      const int64_t[::1] cost_int, const int64_t[::1] n_match,
+                      const int64_t[::1] n_anonymous, int64_t first_request) noexcept:
+    """Fill ``c`` for a range of a checked offline batch (all but ``nxt``, ``r0``, ``r1``)."""
+    c.mode = CALL_RANGE
+    c.off = &offsets[0]
+    c.ids = &block_ids[0] if block_ids.shape[0] > 0 else c.off
+    c.ts = &timestamps[0]
+    c.cexact = &cost_exact[0]
+    c.cint = &cost_int[0]
+    c.n_match = &n_match[0] if n_match is not None else NULL
+    c.n_anon = &n_anonymous[0] if n_anonymous is not None else NULL
+    c.first_request = first_request
+
+
+cdef void _live_call(Call* c, const int64_t[:, ::1] ev, const int64_t[::1] offsets,
+                     const int64_t[::1] block_ids, const int64_t[::1] next_access,
+                     const double[::1] timestamps, const double[::1] cost_exact,
+                     const int64_t[::1] cost_int, int64_t[:, :, ::1] out_i,
+                     double[:, :, ::1] out_f, int64_t req0) noexcept:
+    """Fill ``c`` for a checked live batch (all but ``k``)."""
+    c.mode = CALL_LIVE
+    c.ev = &ev[0, 0]
+    c.off = &offsets[0]
+    c.ids = &block_ids[0] if block_ids.shape[0] > 0 else c.off
+    c.nxt = &next_access[0] if next_access.shape[0] > 0 else c.off
+    c.ts = &timestamps[0]
+    c.cexact = &cost_exact[0]
+    c.cint = &cost_int[0]
+    c.out_i = &out_i[0, 0, 0]
+    c.out_f = &out_f[0, 0, 0]
+    c.K = out_i.shape[1]
+    c.r0 = 0
+    c.r1 = ev.shape[0]
+    c.first_request = req0
+
 
 cdef int _check_batch(const int64_t[::1] offsets, const int64_t[::1] block_ids,
                       const double[::1] timestamps, const double[::1] cost_exact,
@@ -1097,29 +1094,18 @@ def serve_chunks(list runs, list next_access, const int64_t[::1] offsets,
     """
     cdef int64_t n = offsets.shape[0] - 1, r0 = 0, r1, k, n_runs = len(runs), t0
     cdef const int64_t* off
-    cdef const int64_t* idp
-    cdef const int64_t* nm = NULL
-    cdef const int64_t* na = NULL
-    cdef const double* tsp
-    cdef const double* cep
-    cdef const int64_t* cip
     cdef const int64_t[::1] mv
     cdef const int64_t** nxps
     cdef CacheRun run
+    cdef Call c
     if n <= 0 or n_runs == 0:
         return
     if len(next_access) != n_runs:
         raise ValueError("one next-access array per cache")
     _check_batch(offsets, block_ids, timestamps, cost_exact, cost_int, n_match, n_anonymous)
-    off = &offsets[0]
-    idp = &block_ids[0] if block_ids.shape[0] > 0 else off
-    tsp = &timestamps[0]
-    cep = &cost_exact[0]
-    cip = &cost_int[0]
-    if n_match is not None:
-        nm = &n_match[0]
-    if n_anonymous is not None:
-        na = &n_anonymous[0]
+    _range_call(&c, offsets, block_ids, timestamps, cost_exact, cost_int, n_match, n_anonymous,
+                first_request)
+    off = c.off
     if chunk_entries < 1:
         chunk_entries = 1
     nxps = <const int64_t**>malloc(n_runs * sizeof(int64_t*))
@@ -1136,44 +1122,18 @@ def serve_chunks(list runs, list next_access, const int64_t[::1] offsets,
             r1 = r0 + 1
             while r1 < n and off[r1 + 1] - off[r0] <= chunk_entries:
                 r1 += 1
+            c.r0 = r0
+            c.r1 = r1
             for k in range(n_runs):
                 run = <CacheRun>runs[k]
+                c.nxt = nxps[k]
                 with nogil:
                     t0 = _thread_cpu_ns()
-                    run._serve_range(off, idp, nxps[k], tsp, cep, cip, nm, na, r0, r1,
-                                     first_request)
+                    _dispatch(run, &c)
                     run.busy_ns += _thread_cpu_ns() - t0
             r0 = r1
     finally:
         free(nxps)
-
-
-cdef int64_t _check_live_batch(const int64_t[:, ::1] ev, const int64_t[::1] offsets,
-                               const int64_t[::1] block_ids, const int64_t[::1] next_access,
-                               const double[::1] timestamps, const double[::1] cost_exact,
-                               const int64_t[::1] cost_int, int64_t[:, :, ::1] out_i,
-                               double[:, :, ::1] out_f) except -1:
-    """Check a live batch's arrays (see :meth:`CacheRun.live_batch`); its longest event."""
-    cdef int64_t n = ev.shape[0], e, L, max_len = 0
-    if (ev.shape[1] != 5 or offsets.shape[0] != n + 1 or out_i.shape[0] < n
-            or out_f.shape[0] < n or out_i.shape[1] != out_f.shape[1]
-            or out_i.shape[2] != 3 or out_f.shape[2] != 3
-            or next_access.shape[0] != block_ids.shape[0] or timestamps.shape[0] < n
-            or offsets[n] > block_ids.shape[0] or offsets[0] != 0):
-        raise ValueError("live_batch: inconsistent array shapes")
-    for e in range(n):
-        L = offsets[e + 1] - offsets[e]
-        if L < 0 or ev[e, 1] < 0 or ev[e, 2] < 0 or ev[e, 3] < 0:
-            raise ValueError(f"live_batch: bad event {e}")
-        if ev[e, 0] == 1 and ev[e, 1] > L:
-            raise ValueError(f"live_batch: release {e} has fewer entries than its blocks")
-        if ev[e, 4] >= e or (ev[e, 4] >= 0 and ev[ev[e, 4], 0] != 0):
-            raise ValueError(f"live_batch: release {e} does not link to an earlier admission")
-        if L + ev[e, 2] > max_len:
-            max_len = L + ev[e, 2]
-    if cost_exact.shape[0] < max_len + 1 or cost_int.shape[0] < max_len + 1:
-        raise ValueError("live_batch: cost arrays shorter than the longest event")
-    return max_len
 
 
 def live_batch_all(list runs, const int64_t[:, ::1] ev, const int64_t[::1] offsets,
@@ -1188,21 +1148,19 @@ def live_batch_all(list runs, const int64_t[:, ::1] ev, const int64_t[::1] offse
     """
     cdef int64_t n = ev.shape[0], k, K = len(runs), max_len
     cdef CacheRun run
-    cdef const int64_t* idp
-    cdef const int64_t* nxp
+    cdef Call c
     if n == 0 or K == 0:
         return
     if out_i.shape[1] != K:
         raise ValueError("live_batch_all: one output column per cache")
-    max_len = _check_live_batch(ev, offsets, block_ids, next_access, timestamps, cost_exact,
-                                cost_int, out_i, out_f)
+    max_len = check_live_batch(ev, offsets, block_ids, next_access, timestamps, cost_exact,
+                               cost_int, out_i, out_f)
     for k in range(K):
         (<CacheRun?>runs[k]).reserve(max_len + 1)
-    idp = &block_ids[0] if block_ids.shape[0] > 0 else &offsets[0]
-    nxp = &next_access[0] if next_access.shape[0] > 0 else &offsets[0]
+    _live_call(&c, ev, offsets, block_ids, next_access, timestamps, cost_exact, cost_int,
+               out_i, out_f, req0)
     for k in range(K):
         run = <CacheRun>runs[k]
+        c.k = k
         with nogil:
-            run._live_batch(k, &ev[0, 0], n, &offsets[0], idp, nxp, &timestamps[0],
-                            &cost_exact[0], &cost_int[0], &out_i[0, 0, 0], K, &out_f[0, 0, 0],
-                            req0)
+            _dispatch(run, &c)

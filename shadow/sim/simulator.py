@@ -11,7 +11,6 @@ connector and the replay predictor.  See docs/design.md "Simulator API".
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 from pathlib import Path
@@ -22,6 +21,7 @@ import numpy as np
 from shadow.atomic import commit, create_temp, discard, output_error
 from shadow.errors import ShadowError
 from shadow.sim.cost import CostModel, parse_cost_model
+from shadow.sim.livewire import OUT_RC, OUT_WIDTH, ROW_WIDTH
 from shadow.sim.loop import FAIL_MESSAGES, CacheRun, live_batch_all, serve_chunks
 from shadow.sim.registry import make_policy, policy_info
 from shadow.sim.live import Admission, LiveBatch
@@ -35,29 +35,6 @@ log = logging.getLogger(__name__)
 
 #: Block entries per chunk: every cache serves one chunk of requests before the next chunk.
 CHUNK_ENTRIES = 16384
-
-#: Rough relative cost per block access, to balance the caches over threads (measured ratios).
-
-def _check_hole_lines(tmp: str, final: str, n_lines: int) -> None:
-    """Raise :class:`~shadow.errors.OutputError` unless ``tmp`` holds ``n_lines`` whole lines.
-
-    NOTE: the serve loop writes one line per served request with C stdio and ignores fprintf's
-    and fclose's results, so a write error (ENOSPC, EFBIG) shows only as lines missing from the
-    file: counted here.
-    """
-    count, last = 0, b"\n"
-    try:
-        with open(tmp, "rb") as f:
-            while chunk := f.read(1 << 20):
-                count += chunk.count(b"\n")
-                last = chunk[-1:]
-    except OSError as exc:
-        raise output_error(final, exc) from None
-    if count != n_lines or last != b"\n":
-        why = (f"the file holds {count:,} of {n_lines:,} lines (a write failed: disk full or "
-               f"file-size limit?)")
-        raise output_error(final, OSError(errno.EIO, why))
-
 
 class Simulator:
     """Step several (policy, capacity) caches over one trace, or serve live requests."""
@@ -256,17 +233,16 @@ class Simulator:
             self._pool = None
 
     def close(self) -> None:
-        """Finish the hole dumps: check each is whole, then commit each from its temporary name
-        (fsync, rename); stop the worker threads.  A hole file that lost lines to a write error
-        (a full disk) is an :class:`~shadow.errors.OutputError` and no hole file is committed."""
+        """Finish the hole dumps: close each (a write that failed, e.g. on a full disk, is an
+        :class:`~shadow.errors.OutputError` and no hole file is committed), then commit each from
+        its temporary name (fsync, rename); stop the worker threads."""
         self._shutdown()
         try:
-            for (tmp, final), run in zip(self._holes, self.runs):
-                status = run.close_holes()
-                if status:   # NOTE: the errno of a failed write, once loop.pyx reports it
-                    raise output_error(final, OSError(status, os.strerror(status)))
-                if status is None and not run.failed:
-                    _check_hole_lines(tmp, final, run.n_req)
+            for (_tmp, final), run in zip(self._holes, self.runs):
+                try:
+                    run.close_holes()   # NOTE: a write that failed (a full disk) raises here
+                except OSError as exc:
+                    raise output_error(final, exc) from None
             for tmp, final in self._holes:
                 commit(tmp, final)
         except BaseException:
@@ -277,8 +253,15 @@ class Simulator:
     def abort(self) -> None:
         """Stop the worker threads; drop every hole file not committed yet."""
         self._shutdown()
+        self._drop_holes()
+
+    def _drop_holes(self) -> None:
+        """Close every hole file and delete the temporary ones (nothing under a final name)."""
         for run in self.runs:
-            run.close_holes()
+            try:
+                run.close_holes()
+            except OSError:
+                pass
         for tmp, _ in self._holes:
             discard(tmp)
         self._holes = []
@@ -300,7 +283,7 @@ class Simulator:
         if n == 0:
             return
         K = len(self.runs)
-        ev = np.array(batch.ev, dtype=np.int64).reshape(n, 5)
+        ev = np.array(batch.ev, dtype=np.int64).reshape(n, ROW_WIDTH)
         offsets = np.array(batch.offsets, dtype=np.int64)
         ids = np.array(batch.flat, dtype=np.int64)
         ts = np.array(batch.ts, dtype=np.float64)
@@ -313,10 +296,10 @@ class Simulator:
                 self._no_next = np.full(max(len(ids), 2 * len(self._no_next)), -1, dtype=np.int64)
             nxt = self._no_next[:len(ids)]
         self._ensure_costs(batch.max_len + 1)
-        out_i = np.zeros((n, K, 3), dtype=np.int64)
-        out_f = np.zeros((n, K, 3), dtype=np.float64)
+        out_i = np.zeros((n, K, OUT_WIDTH), dtype=np.int64)
+        out_f = np.zeros((n, K, OUT_WIDTH), dtype=np.float64)
         for e, adm in batch.outside:
-            out_i[e, :, 0] = adm._i[:, 0]
+            out_i[e, :, OUT_RC] = adm._i[:, OUT_RC]
         live_batch_all(self.runs, ev, offsets, ids, nxt, ts, self._cost_exact, self._cost_int,
                        out_i, out_f, self._n_live)
         self._n_live += len(batch.admissions)

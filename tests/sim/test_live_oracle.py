@@ -10,8 +10,9 @@ counters must equal the reference's, and each admission's results too; through
 :meth:`Simulator.admit`/:meth:`Simulator.release` one event at a time, and through
 :class:`LiveBatch`/:meth:`Simulator.serve_live` in batches (compared after each batch).
 
-The hand-traced cases at the end check the reference in its own terms; the ``xfail`` cases are
-where loop.pyx departs from the documented semantics (strict: they fail once it is fixed).
+The hand-traced cases at the end check the reference in its own terms, and three cases pin down
+rules both loops keep (a skip for held room counts no hole; one pin per position of a repeated id;
+a release never evicts a block that a running request holds).
 """
 
 from __future__ import annotations
@@ -191,9 +192,9 @@ def _check_coverage(sim: Simulator) -> None:
     assert all(r.n_req > 0 for r in sim.runs)
 
 
-# (verify, repeated ids): the connector's setting (verify off) takes distinct ids only, see
-# test_without_verify_a_repeated_id_is_pinned_once_per_position below
-MODES = [pytest.param(True, True, id="verify-repeats"), pytest.param(False, False, id="no-verify")]
+# (verify, repeated ids): the connector runs with verify off
+MODES = [pytest.param(True, True, id="verify-repeats"), pytest.param(False, False, id="no-verify"),
+         pytest.param(False, True, id="no-verify-repeats")]
 
 
 @pytest.mark.parametrize("verify,repeats", MODES)
@@ -325,9 +326,7 @@ def test_reference_pins_a_repeated_id_once_per_position() -> None:
         assert ref.pins == {5: 1, 6: 1}
 
 
-# ---- where loop.pyx departs from the semantics --------------------------------------------------
-# NOTE: strict xfails: each fails today for the reason given; once loop.pyx is fixed it passes,
-# and strict turns that into a failure, so the marker goes with the fix.
+# ---- rules the live path keeps ----------------------------------------------------------------
 
 
 def _held_room_skip() -> tuple[Simulator, RefCache]:
@@ -348,19 +347,12 @@ def test_an_admission_skipped_for_held_room_counts_nothing() -> None:
     assert ref.holes == [(0, 2)]                  # the served request's miss run only
 
 
-@pytest.mark.xfail(strict=True, reason="loop.pyx records the match phase's holes (n_holes, "
-                   "hole_len_sum, max_hole_len, the --dump-holes line) before the held-room "
-                   "check, and _unserve does not take them back")
 def test_an_admission_skipped_for_held_room_leaves_no_holes() -> None:
     sim, ref = _held_room_skip()
     run = sim.runs[0]
     assert (run.n_holes, run.hole_len_sum) == (len(ref.holes), sum(n for _, n in ref.holes))
 
 
-@pytest.mark.xfail(strict=True, reason="loop.pyx without verify: the access phase hits a "
-                   "repeated id through find() and leaves its slots[i] at -1 (the insert of its "
-                   "other position set only that one), so the hold pins it once, while the "
-                   "release unpins each position: another holder's pin goes")
 def test_without_verify_a_repeated_id_is_pinned_once_per_position() -> None:
     sim = Simulator([CacheSpec("lru", 8)], verify=False)
     pol = sim.runs[0].policy
@@ -370,17 +362,13 @@ def test_without_verify_a_repeated_id_is_pinned_once_per_position() -> None:
     assert pol.pin_count(5) == 1                  # the second request still holds 5
 
 
-@pytest.mark.xfail(strict=True, reason="loop.pyx: a release's generated block evicts with the "
-                   "policy's best effort, so with every block held it takes a block another "
-                   "admitted request holds (vllm's free queue refuses); that request's release "
-                   "unpins by id and drops the pin of a later holder of the block (the reference "
-                   "follows loop.pyx here)")
 def test_a_release_keeps_the_pin_of_a_later_holder() -> None:
     sim = Simulator([CacheSpec("lru", 3)])
     pol = sim.runs[0].policy
     b = sim.admit([3])
     a = sim.admit([1, 2])
-    sim.release(a, [4])            # the cache is full of held blocks: 3 (b's) is the victim
-    sim.admit([3])                 # c holds 3 again
+    sim.release(a, [4])            # every block is held (1, 2 by a, 3 by b): 4 is not cached
+    assert sorted(pol.resident_ids()) == [1, 2, 3]
+    sim.admit([3])                 # c holds 3 too
     sim.release(b)
     assert pol.pin_count(3) == 1                  # c still holds 3

@@ -298,3 +298,32 @@ def test_batch_arrays_of_the_wrong_shape_are_value_errors():
         for call in both({**good, **change}):
             with pytest.raises(ValueError, match=what):
                 call()
+
+
+_FULL_DISK_HOLES = r"""
+import resource, signal, sys
+from shadow.errors import ShadowError
+from shadow.sim import CacheSpec, Simulator
+from shadow.trace import Batch
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)         # a write past the limit fails with EFBIG
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+sim = Simulator([CacheSpec("lru", 4)], dump_holes_dir=sys.argv[1], trace_name="t.lcp.zst")
+try:
+    with sim:
+        sim.feed(Batch.from_lists([[10 * r + i for i in range(1, 9, 2)] for r in range(1, 2000)]))
+except ShadowError as e:
+    print(e)
+    sys.exit(2)
+"""
+
+
+def test_dump_holes_on_a_full_disk_is_an_error_and_leaves_no_file(tmp_path):
+    """fprintf's failures (a full disk: a file-size limit here) surface when the file closes."""
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, "-c", _FULL_DISK_HOLES, str(tmp_path)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2, p.stderr
+    assert p.stdout.rstrip("\n").endswith("holes_t_cache4_lru.txt: cannot write: file too large "
+                                           "(past the file-size limit, `ulimit -f`)")
+    assert list(tmp_path.iterdir()) == []

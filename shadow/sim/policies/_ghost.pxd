@@ -34,7 +34,7 @@ once (ghost hits on over 1/5 of the ids).
 
 from libc.stdint cimport int64_t, int32_t, uint32_t, uint64_t, INT32_MAX
 
-from shadow.sim.idtable cimport SHADOW_PREFETCH
+from shadow.sim.idtable cimport SHADOW_PREFETCH, BS_EMPTY, bs_close
 from shadow.sim.policies._dlist cimport LR_RING_MIN
 
 
@@ -123,36 +123,30 @@ cdef inline int64_t gr_find(const GhostRing* g, int64_t key) noexcept nogil:
             i = 0
 
 
+cdef inline uint64_t _gr_bs_home(const void* t, uint64_t j) noexcept nogil:
+    cdef const GhostRing* g = <const GhostRing*>t
+    cdef uint32_t x = g.e[j]
+    if x == 0:
+        return BS_EMPTY
+    return gr_home(g, gr_hash(gr_key(gr_at(g, <int64_t>(x & g.smask) - 1))))
+
+
+cdef inline void _gr_bs_move(void* t, uint64_t src, uint64_t dst) noexcept nogil:
+    cdef GhostRing* g = <GhostRing*>t
+    g.e[dst] = g.e[src]
+
+
 cdef inline void _gr_table_del(GhostRing* g, int64_t key, int64_t pos) noexcept nogil:
     """Remove the table entry of ``key`` at ring position ``pos`` (present); backward shift.
     Reads the keys of the entries it moves from ``ids`` (``pos``'s own is not read)."""
     cdef uint64_t h = gr_hash(key)
-    cdef uint64_t i = gr_home(g, h), j, hm
+    cdef uint64_t i = gr_home(g, h)
     cdef uint32_t want = (gr_fp(g, h) << g.sbits) | <uint32_t>(pos + 1)
-    cdef uint32_t x
     while g.e[i] != want:
         i += 1
         if i == g.size:
             i = 0
-    j = i
-    while True:
-        j += 1
-        if j == g.size:
-            j = 0
-        x = g.e[j]
-        if x == 0:
-            break
-        hm = gr_home(g, gr_hash(gr_key(gr_at(g, <int64_t>(x & g.smask) - 1))))
-        # NOTE: the entry at j moves back to the hole at i unless its home is cyclically
-        # within (i, j] (a probe from its home would then never pass i).
-        if i <= j:
-            if i < hm and hm <= j:
-                continue
-        else:
-            if i < hm or hm <= j:
-                continue
-        g.e[i] = x
-        i = j
+    i = bs_close(g, g.size, i, _gr_bs_home, _gr_bs_move)
     g.e[i] = 0
 
 

@@ -319,11 +319,10 @@ class RefCache:
                 p.hit(b, acc)
             else:
                 if len(p) + self.reserved >= self.capacity:
-                    # NOTE: the policy's best effort, as in loop.pyx: with every block held it
-                    # takes one that an admitted request holds (vllm's free queue refuses), and
-                    # that request's release, unpinning by id, then drops the pin of a later
-                    # holder of the block (a strict xfail in tests/sim/test_live_oracle.py)
-                    victim = p.evict(acc, self.pinned())
+                    pinned = self.pinned()
+                    if len(p) <= len(pinned):
+                        continue             # every block held by a running request: not cached
+                    victim = p.evict(acc, pinned)
                     if not victim:
                         continue             # nothing evictable: the block is not cached
                     self._evicted(victim)
@@ -337,10 +336,12 @@ class RefCache:
         grown = 0
         for _ in range(n_anonymous_final - keep):
             if len(p) + self.reserved >= self.capacity:
+                pinned = self.pinned()
+                if len(p) <= len(pinned):
+                    break                    # every block held: no slot for it
                 self.vtime += 1
                 c = self.cost.cost(B + E)
-                victim = p.evict(Acc(0, llround(c), c, -1, self.vtime, self.vtime, B + E),
-                                 self.pinned())
+                victim = p.evict(Acc(0, llround(c), c, -1, self.vtime, self.vtime, B + E), pinned)
                 if not victim:
                     break                    # nothing evictable: no slot for it
                 self._evicted(victim)
