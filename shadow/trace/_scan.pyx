@@ -2,24 +2,30 @@
 
 The scanner accepts only lines it fully validates as JSON objects of the usual trace shape: keys
 without escapes, ``hash_ids`` a list of integers, the known scalar fields numbers / null (``type``
-and ``user_id`` strings without escapes), unknown keys with a scalar value.  Anything else (a
-nested unknown value, an escape, a non-ASCII key, a value out of range, a duplicate known key,
-bad JSON) stops the scan with :data:`SCAN_SLOW` at that line, and the caller handles the line
-with orjson, which either accepts it or produces the exact error message.  So the fast path never
-decides about an error, and what it accepts it reads exactly as orjson would.
+and ``user_id`` strings without escapes; timestamps in [0, 2**63)), unknown keys with a scalar
+value.  Anything else (a nested unknown value, an escape, a non-ASCII key, a value out of range,
+a duplicate known key, bad JSON) stops the scan with :data:`SCAN_SLOW` at that line, and the
+caller handles the line with orjson, which either accepts it or produces the exact error message.
+So the fast path never decides about an error, and what it accepts it reads exactly as orjson
+would.
 
 Invariant: after a call, ``rows[:n_rows]`` / ``times[:n_rows]`` hold one row per request line
 scanned and ``ids[:n_ids]`` their raw ids (64-bit patterns) in line order; ``pos`` is the start
 of the first line not consumed and ``lineno`` the 1-based number of that line.
 """
 
+from cpython.ref cimport PyObject
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int64_t, uint64_t, uint8_t
 from libc.string cimport memcmp, memchr
 from libc.math cimport NAN, isfinite
 
 cdef extern from "Python.h":
-    double PyOS_string_to_double(const char *s, char **endptr, object overflow_exception) except? -1.0
+    # NOTE: the exception argument is a raw pointer so NULL can be passed: with NULL an overflow
+    # returns +-HUGE_VAL (refused below by isfinite); Cython's ``None`` for an ``object`` argument
+    # made CPython raise None itself, a SystemError, on a timestamp such as 1e400.
+    double PyOS_string_to_double(const char *s, char **endptr,
+                                 PyObject *overflow_exception) except? -1.0
 
 # row columns (int64); the caller reads them by these indices
 COL_LINENO = 0
@@ -36,6 +42,9 @@ N_COLS = 10
 # times columns (float64, NaN = missing)
 TCOL_TS = 0
 TCOL_ARRIVAL = 1
+#: Timestamps are taken in [0, TIME_LIMIT): 2**63, past the int64 microseconds of lcp in every unit.
+cdef double TIME_LIMIT = 9223372036854775808.0
+MAX_TIMESTAMP = TIME_LIMIT
 
 cdef enum:
     S_NEED_INPUT = 0   # the rest of the buffer is an incomplete line: read more (or EOF)
@@ -356,13 +365,17 @@ def scan(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, bint at_eof, in
                     elif kind == N_FLOAT and i < e:
                         # NOTE: i < e: a byte that is not part of the number ends it in memory
                         # NOTE: correctly rounded and locale-independent, like orjson's parse
-                        dv = PyOS_string_to_double(<const char *>&p[vs], &endp, None)
+                        dv = PyOS_string_to_double(<const char *>&p[vs], &endp, NULL)
                         if endp != <char *>&p[i] or not isfinite(dv):
                             status = S_SLOW
                             break
                         if f == F_TS:
                             line_float = True
                     else:
+                        status = S_SLOW
+                        break
+                    if not (0.0 <= dv < TIME_LIMIT):
+                        # a negative time or one past any unit's range: the slow path words it
                         status = S_SLOW
                         break
                     if f == F_TS:

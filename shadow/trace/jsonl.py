@@ -11,7 +11,8 @@ Input shapes (fields read when present; ``hash_ids`` is required):
 ``timestamp_arrival`` the arrival time.  Time unit (``time_unit="auto"``, see docs/trace.md):
 seconds if any timestamp is written as a JSON float (``12.5``, ``3.0``); otherwise (all JSON
 integers) milliseconds, unless the lines carry ``chat_id`` (Qwen shape) and every timestamp is
-below 100000, which reads as seconds.
+below 100000, which reads as seconds.  A timestamp is null (unknown) or a number >= 0 whose
+value in microseconds fits lcp's int64; anything else is refused with ``file:line``.
 
 Block ids: ``block_id="prefix"`` interns (parent id, raw id) pairs exactly (parent 0 for a
 request's root block); ``"raw"`` interns the raw ids alone and counts the raw ids seen under more
@@ -52,6 +53,7 @@ CHUNK_LINES = 1 << 15       # request rows per flush
 CHUNK_IDS = 1 << 20         # raw ids per flush (a longer line grows the array)
 READ_BYTES = 1 << 22        # bytes read from the file at a time
 TIME_UNITS = {"s": 1_000_000, "ms": 1_000, "us": 1}
+_UNIT_WORDS = {"s": "seconds", "ms": "milliseconds", "us": "microseconds"}
 _INT_FIELDS = ("chat_id", "parent_chat_id", "session_id", "input_length", "output_length", "turn")
 _INT_COLS = (_scan.COL_CHAT, _scan.COL_PARENT, _scan.COL_SESSION, _scan.COL_INPUT,
              _scan.COL_OUTPUT, _scan.COL_TURN)
@@ -69,13 +71,23 @@ def _bad(path: str, line: int, what: str) -> ShadowError:
 
 
 def _time_value(path: str, line: int, name: str, v: Any) -> tuple[float, bool]:
-    """A timestamp as float (NaN = missing) and whether it was a JSON float."""
+    """A timestamp as float (NaN = missing) and whether it was a JSON float.
+
+    Invariant: a value returned is NaN or in ``[0, 2**63)`` (the scanner's range too); negative
+    times and times past 2**63 (which no unit fits into lcp's int64 microseconds) raise.
+    NOTE: orjson reads an integer past 64 bits as a float, so without the range check here it
+    would also count as a float timestamp and turn the whole file's unit into seconds.
+    """
     if v is None:
         return math.nan, False
-    if type(v) is int:
-        return float(v), False
-    if type(v) is float and math.isfinite(v):
-        return v, True
+    if type(v) is int or (type(v) is float and math.isfinite(v)):
+        if v < 0:
+            raise _bad(path, line, f"{name} {v!r} is negative; expected a time >= 0 (null:"
+                                   " unknown)")
+        if v >= _scan.MAX_TIMESTAMP:
+            raise _bad(path, line, f"{name} {v!r} is too large: lcp holds times up to"
+                                   " 2**63 - 1 microseconds")
+        return float(v), type(v) is float
     raise _bad(path, line, f"{name} is {v!r}; expected a number")
 
 
@@ -308,12 +320,21 @@ class JsonlReader:
             logger.info("%s: timestamps read as %s (--time-unit auto)", path, unit)
         self.resolved_time_unit = unit
         mult = TIME_UNITS[unit]
-        for name, col in (("complete_time_us", _scan.TCOL_TS),
-                          ("start_time_us", _scan.TCOL_ARRIVAL)):
+        for name, col, key in (("complete_time_us", _scan.TCOL_TS, "timestamp"),
+                               ("start_time_us", _scan.TCOL_ARRIVAL, "timestamp_arrival")):
             t = tt[:, col]
             us = np.full(n, -1, dtype=np.int64)
             ok = ~np.isnan(t)
-            us[ok] = np.rint(t[ok] * mult).astype(np.int64)
+            scaled = np.rint(t[ok] * mult)
+            # NOTE: every value is below 2**63 here, but times the unit it may not be; a double
+            # below 2**63 rounds to one below it, so the cast of what passes is exact.
+            over = scaled >= _scan.MAX_TIMESTAMP
+            if over.any():
+                k = int(np.flatnonzero(ok)[int(np.argmax(over))])
+                raise _bad(path, int(rows[k, _scan.COL_LINENO]),
+                           f"{key} {float(t[k])!r} read as {_UNIT_WORDS[unit]} is past the"
+                           " largest lcp time (2**63 - 1 microseconds); see --time-unit")
+            us[ok] = scaled.astype(np.int64)
             rec[name] = us
         del tt
         rows = None  # NOTE: drop it now (the closures above share the name)

@@ -74,7 +74,8 @@ EDGE_LINES = [
     ('{"chat_id": 159, "parent_chat_id": -1, "timestamp": 61.114, "input_length": 521,'
      ' "output_length": 132, "type": "text", "turn": 1, "hash_ids": [1089, 1090, 6326]}', True),
     ('{"timestamp": 1.5e3, "hash_ids": [1, 2]}', True),
-    ('{"timestamp":-0.25,"timestamp_arrival":-1E-2,"hash_ids":[]}', True),
+    ('{"timestamp":-0.0,"timestamp_arrival":1E-2,"hash_ids":[]}', True),
+    ('{"timestamp":0.25,"timestamp_arrival":-0,"hash_ids":[]}', True),
     ('\t{ "hash_ids" : [ 18446744073709551615 , -9223372036854775808, 0 ] , "turn" : 65535 }\r',
      True),
     ('{"chat_id": null, "parent_chat_id": -1, "session_id": 9223372036854775807,'
@@ -108,6 +109,11 @@ def test_edge_lines_same_as_orjson(tmp_path, monkeypatch, line, fast):
     ('{"timestamp": 1, "hash_ids": [1, 18446744073709551616]}', "hash_ids holds 1.84"),
     ('{"timestamp": 1, "hash_ids": [1, -9223372036854775809]}', "hash_ids holds -9.22"),
     ('{"timestamp": true, "hash_ids": [1]}', "timestamp is True"),
+    ('{"timestamp": -0.25, "hash_ids": [1]}', "timestamp -0.25 is negative"),
+    ('{"timestamp_arrival": -1, "hash_ids": [1]}', "timestamp_arrival -1 is negative"),
+    ('{"timestamp": 9223372036854775808, "hash_ids": [1]}', "timestamp 9223372036854775808 is"
+                                                           " too large"),
+    ('{"timestamp": 1e400, "hash_ids": [1]}', "invalid JSON"),
     ('{"timestamp": 1, "hash_ids": [1,]}', "invalid JSON"),
     ('{"timestamp": 01, "hash_ids": [1]}', "invalid JSON"),
     ('{"timestamp": 1, "hash_ids": [1]} x', "invalid JSON"),
