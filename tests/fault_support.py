@@ -8,11 +8,14 @@ signal sent then lands at that point, not a moment later.
 
 from __future__ import annotations
 
+import functools
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -79,6 +82,28 @@ def run(argv: Sequence[str], *, cwd: Path | str, fsize: int | None = None,
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+#: Runs a command as root without the capabilities that let root write anywhere, so that a
+#: read-only directory stops it as it stops any user.
+_NO_DAC = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
+
+
+@functools.cache
+def without_dac_override() -> list[str] | None:
+    """The argv prefix that runs a command without CAP_DAC_OVERRIDE (for root), or None where
+    that cannot be done (no setpriv, or no right to drop capabilities: a container)."""
+    if shutil.which("setpriv") is None:
+        return None
+    with tempfile.TemporaryDirectory() as d:
+        os.chmod(d, 0o555)
+        try:
+            probe = subprocess.run([*_NO_DAC, sys.executable, "-c", "import os, sys; "
+                                    "sys.exit(1 if os.access(sys.argv[1], os.W_OK) else 0)", d],
+                                   capture_output=True, timeout=60)
+        finally:
+            os.chmod(d, 0o755)
+    return list(_NO_DAC) if probe.returncode == 0 else None
 
 
 # -- processes, through /proc ------------------------------------------------------------------

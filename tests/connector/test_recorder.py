@@ -265,7 +265,7 @@ def test_a_read_only_directory_turns_recording_off_at_start(tmp_path, caplog):
             rec.close()
     finally:
         d.chmod(0o755)
-    assert not rec.enabled and "permission" in rec.disabled_reason.lower()
+    assert not rec.enabled and "not writable" in rec.disabled_reason
     assert sum("turned off" in r.getMessage() for r in caplog.records) == 1
     assert os.listdir(d) == []
 
