@@ -5,7 +5,7 @@ reader's decompression thread and the parser overlap.  Host byte order is assume
 (x86-64, aarch64), which is lcp's byte order: records and entries are copied with ``memcpy``.
 """
 
-from libc.stdint cimport int64_t, uint64_t, uint32_t, uint8_t
+from libc.stdint cimport int64_t, uint64_t, uint32_t, uint16_t, uint8_t
 from libc.string cimport memcpy, memset
 from libc.stdlib cimport malloc, calloc, free
 
@@ -16,91 +16,235 @@ cdef enum:
     ENTRY_SIZE = 16
     N_BLOCKS_OFFSET = 52
 
-# parse_requests status codes
+# RequestParser.parse status codes
 cdef enum:
     S_NEED_INPUT = 0     # stopped at an incomplete request: feed more bytes
     S_BATCH_FULL = 1     # the next request does not fit the batch arrays
     S_TOO_BIG = 2        # the next request alone is larger than the batch arrays
-    S_BAD_ID = 3         # a block id of 0 (or above max_id), or an implausible n_blocks
+    S_CORRUPT = 3        # the next request breaks a rule of the format: see RequestParser.fault
 PARSE_NEED_INPUT = S_NEED_INPUT
 PARSE_BATCH_FULL = S_BATCH_FULL
 PARSE_TOO_BIG = S_TOO_BIG
-PARSE_BAD_ID = S_BAD_ID
+PARSE_CORRUPT = S_CORRUPT
+
+# RequestParser.fault: which rule a corrupt request breaks
+cdef enum:
+    F_NONE = 0
+    F_N_BLOCKS = 1        # n_blocks above the header's max_blocks_per_request (or implausible)
+    F_TYPE_ID = 2         # type_id beyond the header's type table
+    F_USER_ID = 3         # user_id above the header's n_users
+    F_START_TIME = 4      # start_time_us below -1
+    F_COMPLETE_TIME = 5   # complete_time_us below -1
+    F_TIME_RANGE = 6      # complete_time_us outside the header's first..last
+    F_UNSORTED = 7        # complete_time_us before the previous request's, under SORTED
+    F_SESSION_NEXT = 8    # session_next_req neither -1 nor a later request of the file
+    F_BLOCK_ID = 9        # a block id of 0 or above the id limit
+    F_NEXT_ACCESS = 10    # a next access neither -1 nor after its own entry, within the trace
+    F_DELTA = 11          # a nonzero next-access delta without HAS_NEXT_ACCESS
+FAULT_N_BLOCKS = F_N_BLOCKS
+FAULT_TYPE_ID = F_TYPE_ID
+FAULT_USER_ID = F_USER_ID
+FAULT_START_TIME = F_START_TIME
+FAULT_COMPLETE_TIME = F_COMPLETE_TIME
+FAULT_TIME_RANGE = F_TIME_RANGE
+FAULT_UNSORTED = F_UNSORTED
+FAULT_SESSION_NEXT = F_SESSION_NEXT
+FAULT_BLOCK_ID = F_BLOCK_ID
+FAULT_NEXT_ACCESS = F_NEXT_ACCESS
+FAULT_DELTA = F_DELTA
+
+cdef int64_t I64_MAX = 0x7FFFFFFFFFFFFFFF
 
 
-def parse_requests(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end,
-                   uint8_t[::1] rec_out, int64_t[::1] offsets, int64_t[::1] ids,
-                   int64_t[::1] nxt, Py_ssize_t n_req, Py_ssize_t n_ent,
-                   bint has_next, int64_t max_id, Py_ssize_t max_req_blocks):
-    """Parse whole requests from ``buf[pos:end]`` into the batch arrays after their first
-    ``n_req`` requests / ``n_ent`` entries.
+cdef class RequestParser:
+    """Parse whole requests of an lcp stream into batch arrays, checking every rule of the format
+    a damaged plain file can break (a ``.lcp.zst`` has zstd checksums; a ``.lcp`` only these).
 
-    ``offsets[n_req]`` must already equal ``n_ent``.  Returns ``(n_req, n_ent, pos, status,
-    detail)``: the new fill levels, the byte position after the last whole request parsed, a
-    ``PARSE_*`` status, and for PARSE_TOO_BIG / PARSE_BAD_ID the request's block count / the bad
-    id.  ``next_access`` values are the running sum of the deltas (absolute vtimes), or -1 when
-    ``has_next`` is false.  ``max_id > 0`` bounds valid ids; ``max_req_blocks > 0`` bounds a
-    request's block count (a larger one is reported as PARSE_BAD_ID with detail -n_blocks).
+    Per request: ``n_blocks <= max_blocks``; ``type_id <= n_types``; ``user_id <= max_user``;
+    both times ``>= -1``; with ``check_times`` a known complete time lies in ``t_first..t_last``;
+    with ``sorted`` complete times never decrease (across calls: :attr:`last_time`); with
+    ``has_session_next`` ``session_next_req`` is -1 or a later request, at most ``max_requests``.
+    Per entry: the block id is in ``1..max_id`` (``max_id <= 0``: ``1..2**63 - 1``); with
+    ``has_next`` the next access is -1 or after the entry's own vtime and at most ``max_vtime``;
+    without it every delta is 0.
+
+    Invariant: a request is consumed (copied into the arrays, :attr:`last_time` advanced) only
+    when it passes every check; a failing one stops the parse with ``PARSE_CORRUPT`` at its first
+    byte and leaves :attr:`fault` (a ``FAULT_*`` code), :attr:`value` (the offending value),
+    :attr:`entry` (its entry index in the request, -1 for a record field) and :attr:`previous`
+    (for ``FAULT_UNSORTED``: the previous complete time).  NOTE: the per-entry checks are folded
+    into one flag without a branch; only a request that fails is scanned again to say which
+    entry and rule.
     """
-    cdef Py_ssize_t cap_req = offsets.shape[0] - 1
-    cdef Py_ssize_t cap_ent = ids.shape[0]
-    cdef uint32_t nb = 0
-    cdef Py_ssize_t j, k
-    cdef int64_t run, delta, bid = 0
-    cdef uint64_t ubid
-    cdef int status = S_NEED_INPUT
-    cdef int64_t detail = 0
-    cdef uint64_t id_limit = <uint64_t>max_id if max_id > 0 else (<uint64_t>1 << 63) - 1
-    with nogil:
-        while True:
-            if end - pos < RECORD_SIZE:
-                status = S_NEED_INPUT
-                break
-            memcpy(&nb, &buf[pos + N_BLOCKS_OFFSET], 4)
-            if max_req_blocks > 0 and nb > max_req_blocks:
-                status = S_BAD_ID
-                detail = -<int64_t>nb
-                break
-            if n_req >= cap_req or n_ent + nb > cap_ent:
-                status = S_TOO_BIG if n_req == 0 else S_BATCH_FULL
-                detail = nb
-                break
-            if end - pos < RECORD_SIZE + <Py_ssize_t>nb * ENTRY_SIZE:
-                status = S_NEED_INPUT
-                break
-            memcpy(&rec_out[n_req * RECORD_SIZE], &buf[pos], RECORD_SIZE)
-            k = pos + RECORD_SIZE
-            run = 0
-            # NOTE: two loops so the hot one has no flag test; a valid id is 1..id_limit, one
-            # unsigned compare (0 wraps to the top)
-            if has_next:
-                for j in range(n_ent, n_ent + nb):
-                    memcpy(&ubid, &buf[k], 8)
-                    memcpy(&delta, &buf[k + 8], 8)
-                    if ubid - 1 >= id_limit:
-                        status = S_BAD_ID
-                        break
-                    ids[j] = <int64_t>ubid
-                    run += delta
-                    nxt[j] = run
-                    k += ENTRY_SIZE
+
+    cdef bint has_next, has_session_next, sorted, check_times
+    cdef uint64_t id_limit
+    cdef int64_t max_blocks, n_types, max_user, t_first, t_last, max_vtime, max_requests
+    cdef public int64_t last_time
+    cdef public int fault
+    cdef public object value
+    cdef public Py_ssize_t entry
+    cdef public int64_t previous
+
+    def __init__(self, *, bint has_next, int64_t max_id, int64_t max_blocks,
+                 int64_t n_types, int64_t max_user=0xFFFFFFFF, bint sorted=False,
+                 bint check_times=False, int64_t t_first=0, int64_t t_last=0,
+                 bint has_session_next=False, int64_t max_vtime=I64_MAX,
+                 int64_t max_requests=I64_MAX):
+        self.has_next = has_next
+        self.id_limit = <uint64_t>max_id if max_id > 0 else <uint64_t>I64_MAX
+        self.max_blocks = max_blocks
+        self.n_types = n_types
+        self.max_user = max_user
+        self.sorted = sorted
+        self.check_times = check_times
+        self.t_first = t_first
+        self.t_last = t_last
+        self.has_session_next = has_session_next
+        self.max_vtime = max_vtime
+        self.max_requests = max_requests
+        self.last_time = -1 << 62   # below every valid time (-1 included)
+        self.fault = F_NONE
+        self.value = None
+        self.entry = -1
+        self.previous = 0
+
+    def parse(self, const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end,
+              uint8_t[::1] rec_out, int64_t[::1] offsets, int64_t[::1] ids, int64_t[::1] nxt,
+              Py_ssize_t n_req, Py_ssize_t n_ent, int64_t req0, int64_t vtime0):
+        """Parse whole requests from ``buf[pos:end]`` into the batch arrays after their first
+        ``n_req`` requests / ``n_ent`` entries.
+
+        ``offsets[n_req]`` must already equal ``n_ent``; ``req0`` is the 0-based file index of
+        the batch's request 0 and ``vtime0`` the vtime of ``ids[0]``.  Returns ``(n_req, n_ent,
+        pos, status, detail)``: the new fill levels, the byte position after the last whole
+        request parsed, a ``PARSE_*`` status, and for PARSE_TOO_BIG the request's block count.
+        ``next_access`` values are the running sum of the deltas (absolute vtimes), or -1
+        without ``has_next``.
+        """
+        cdef Py_ssize_t cap_req = offsets.shape[0] - 1
+        cdef Py_ssize_t cap_ent = ids.shape[0]
+        cdef uint32_t nb = 0, user = 0
+        cdef uint16_t tid = 0
+        cdef Py_ssize_t j, k
+        cdef int64_t t_start, t_done, snext, run, v
+        cdef uint64_t ubid = 0, udelta = 0, urun
+        cdef int status = S_NEED_INPUT
+        cdef int fault = F_NONE
+        cdef int bad
+        cdef int64_t fval = 0
+        cdef uint64_t ufval = 0
+        cdef Py_ssize_t fentry = -1
+        cdef uint64_t id_limit = self.id_limit
+        cdef int64_t max_vtime = self.max_vtime
+        cdef int64_t last = self.last_time
+        with nogil:
+            while True:
+                if end - pos < RECORD_SIZE:
+                    status = S_NEED_INPUT
+                    break
+                memcpy(&nb, &buf[pos + N_BLOCKS_OFFSET], 4)
+                if nb > self.max_blocks:
+                    fault = F_N_BLOCKS
+                    ufval = nb
+                    break
+                if n_req >= cap_req or n_ent + nb > cap_ent:
+                    status = S_TOO_BIG if n_req == 0 else S_BATCH_FULL
+                    fval = nb
+                    break
+                if end - pos < RECORD_SIZE + <Py_ssize_t>nb * ENTRY_SIZE:
+                    status = S_NEED_INPUT
+                    break
+                # -- the record's fields ----------------------------------------------------
+                memcpy(&t_start, &buf[pos], 8)
+                memcpy(&t_done, &buf[pos + 8], 8)
+                memcpy(&snext, &buf[pos + 40], 8)
+                memcpy(&user, &buf[pos + 48], 4)
+                memcpy(&tid, &buf[pos + 66], 2)
+                if tid > self.n_types:
+                    fault = F_TYPE_ID
+                    ufval = tid
+                elif user > self.max_user:
+                    fault = F_USER_ID
+                    ufval = user
+                elif t_start < -1:
+                    fault = F_START_TIME
+                    fval = t_start
+                elif t_done < -1:
+                    fault = F_COMPLETE_TIME
+                    fval = t_done
+                elif self.check_times and t_done != -1 and (t_done < self.t_first
+                                                            or t_done > self.t_last):
+                    fault = F_TIME_RANGE
+                    fval = t_done
+                elif self.sorted and t_done < last:
+                    fault = F_UNSORTED
+                    fval = t_done
+                elif self.has_session_next and snext != -1 and (
+                        snext <= req0 + n_req + 1 or snext > self.max_requests):
+                    fault = F_SESSION_NEXT
+                    fval = snext
+                if fault != F_NONE:
+                    break
+                # -- the entries ------------------------------------------------------------
+                k = pos + RECORD_SIZE
+                urun = 0
+                bad = 0
+                if self.has_next:
+                    for j in range(n_ent, n_ent + nb):
+                        memcpy(&ubid, &buf[k], 8)
+                        memcpy(&udelta, &buf[k + 8], 8)
+                        urun += udelta     # NOTE: unsigned: garbage wraps, it cannot overflow
+                        run = <int64_t>urun
+                        ids[j] = <int64_t>ubid
+                        nxt[j] = run
+                        bad |= ((ubid - 1 >= id_limit) | (run > max_vtime)
+                                | ((run <= vtime0 + j) & (run != -1)))
+                        k += ENTRY_SIZE
+                else:
+                    for j in range(n_ent, n_ent + nb):
+                        memcpy(&ubid, &buf[k], 8)
+                        memcpy(&udelta, &buf[k + 8], 8)
+                        ids[j] = <int64_t>ubid
+                        nxt[j] = -1
+                        bad |= (ubid - 1 >= id_limit) | (udelta != 0)
+                        k += ENTRY_SIZE
+                if bad:
+                    # find the first entry at fault (a damaged request only)
+                    for j in range(n_ent, n_ent + nb):
+                        if <uint64_t>ids[j] - 1 >= id_limit:
+                            fault = F_BLOCK_ID
+                            ufval = <uint64_t>ids[j]
+                        elif self.has_next:
+                            v = vtime0 + j
+                            if nxt[j] > max_vtime or (nxt[j] <= v and nxt[j] != -1):
+                                fault = F_NEXT_ACCESS
+                                fval = nxt[j]
+                        else:
+                            memcpy(&fval, &buf[pos + RECORD_SIZE + (j - n_ent) * ENTRY_SIZE + 8], 8)
+                            if fval != 0:
+                                fault = F_DELTA
+                        if fault != F_NONE:
+                            fentry = j - n_ent
+                            break
+                    break
+                memcpy(&rec_out[n_req * RECORD_SIZE], &buf[pos], RECORD_SIZE)
+                last = t_done
+                n_ent += nb
+                n_req += 1
+                offsets[n_req] = n_ent
+                pos = k
+        self.last_time = last
+        if fault != F_NONE:
+            status = S_CORRUPT
+            self.fault = fault
+            self.entry = fentry
+            self.previous = last
+            if fault in (F_N_BLOCKS, F_TYPE_ID, F_USER_ID, F_BLOCK_ID):
+                self.value = ufval
             else:
-                for j in range(n_ent, n_ent + nb):
-                    memcpy(&ubid, &buf[k], 8)
-                    if ubid - 1 >= id_limit:
-                        status = S_BAD_ID
-                        break
-                    ids[j] = <int64_t>ubid
-                    nxt[j] = -1
-                    k += ENTRY_SIZE
-            if status == S_BAD_ID:
-                detail = <int64_t>ubid
-                break
-            n_ent += nb
-            n_req += 1
-            offsets[n_req] = n_ent
-            pos = k
-    return n_req, n_ent, pos, status, detail
+                self.value = fval
+        return n_req, n_ent, pos, status, fval
 
 
 def pack_requests(const uint8_t[::1] rec, const int64_t[::1] offsets, const int64_t[::1] ids,

@@ -25,6 +25,8 @@ FLAG_HAS_NEXT_ACCESS = 1 << 0
 FLAG_HAS_SESSION_NEXT = 1 << 1
 FLAG_COUNTS_VALID = 1 << 2
 FLAG_SORTED = 1 << 3
+#: Every flag lcp v1 defines; a reader refuses any other bit (damage, or a format it cannot read).
+KNOWN_FLAGS = FLAG_HAS_NEXT_ACCESS | FLAG_HAS_SESSION_NEXT | FLAG_COUNTS_VALID | FLAG_SORTED
 
 RECORD_DTYPE = np.dtype(
     [
@@ -69,6 +71,7 @@ HEADER_FIELDS = (
 )
 TYPE_NAMES_OFFSET = 104
 PRODUCER_OFFSET = 2152
+ZERO_OFFSET = PRODUCER_OFFSET + PRODUCER_SIZE   # 2408: zero up to the end magic
 END_MAGIC_OFFSET = 8184
 
 # -- zstd layout of this project's writer (docs/lcp.md "Writer conventions") -------------------

@@ -20,6 +20,7 @@ from shadow.trace.format import (
     FLAG_SORTED,
     HEADER_FIELDS,
     HEADER_SIZE,
+    KNOWN_FLAGS,
     MAGIC,
     MAX_TYPES,
     PRODUCER_OFFSET,
@@ -28,6 +29,7 @@ from shadow.trace.format import (
     TYPE_NAME_SIZE,
     TYPE_NAMES_OFFSET,
     VERSION,
+    ZERO_OFFSET,
     ZSTD_MAGIC,
 )
 
@@ -123,6 +125,22 @@ def _cstr(raw: bytes) -> str:
     return raw.split(b"\0", 1)[0].decode("utf-8", errors="replace")
 
 
+def _type_name(raw: bytes, name: str, offset: int, k: int) -> str:
+    """Type name ``k`` (1-based type id) from its 32-byte slot at file ``offset``: strict UTF-8,
+    NUL-padded (nothing but NULs after the first NUL)."""
+    text, nul, pad = raw.partition(b"\0")
+    if nul and pad.strip(b"\0"):
+        raise TraceFormatError(f"{name}: byte offset {offset + len(text) + 1}: corrupt lcp header:"
+                               f" request type name {k} has bytes after its NUL padding",
+                               byte_offset=offset + len(text) + 1)
+    try:
+        return text.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TraceFormatError(f"{name}: byte offset {offset + exc.start}: corrupt lcp header:"
+                               f" request type name {k} is not UTF-8 ({text!r})",
+                               byte_offset=offset + exc.start) from None
+
+
 def parse_header(buf: bytes, name: str = "<trace>") -> LcpHeader:
     """Parse and validate 8192 header bytes; a wrong magic/version/size raises TraceFormatError."""
     if len(buf) < HEADER_SIZE:
@@ -154,10 +172,45 @@ def parse_header(buf: bytes, name: str = "<trace>") -> LcpHeader:
     if n_types > MAX_TYPES:
         raise TraceFormatError(f"{name}: byte offset 96: {n_types} request types (at most"
                                f" {MAX_TYPES})", byte_offset=96)
-    type_names = [_cstr(buf[TYPE_NAMES_OFFSET + i * TYPE_NAME_SIZE:
-                            TYPE_NAMES_OFFSET + (i + 1) * TYPE_NAME_SIZE]) for i in range(n_types)]
+    unknown = vals["flags"] & ~KNOWN_FLAGS
+    if unknown:
+        raise TraceFormatError(f"{name}: byte offset 24: corrupt lcp header: unknown flag bits"
+                               f" {unknown:#x} (lcp v1 defines bits 0-3)", byte_offset=24)
+    _check_counts(vals, name)
+    zero = buf[ZERO_OFFSET:END_MAGIC_OFFSET]
+    if zero.count(0) != len(zero):
+        at = ZERO_OFFSET + next(i for i, c in enumerate(zero) if c)
+        raise TraceFormatError(f"{name}: byte offset {at}: corrupt lcp header: nonzero byte in"
+                               " the area that lcp v1 keeps zero", byte_offset=at)
+    type_names = []
+    for i in range(n_types):
+        off = TYPE_NAMES_OFFSET + i * TYPE_NAME_SIZE
+        type_names.append(_type_name(bytes(buf[off:off + TYPE_NAME_SIZE]), name, off, i + 1))
+    # NOTE: the producer is informational and a writer may cut it inside a UTF-8 sequence (this
+    # one cuts at 256 bytes), so it is decoded leniently.
     producer = _cstr(buf[PRODUCER_OFFSET:PRODUCER_OFFSET + PRODUCER_SIZE])
     return LcpHeader(type_names=type_names, producer=producer, **vals)
+
+
+def _check_counts(vals: dict[str, int], name: str) -> None:
+    """With COUNTS_VALID, the counts must agree with each other (a damaged plain header).
+
+    NOTE: ``n_unique_blocks`` (the largest id) may exceed ``n_block_accesses``: a recorder
+    segment continues the id space of the segments before it.
+    """
+    if not vals["flags"] & FLAG_COUNTS_VALID:
+        return
+    for key, off, limit_key in (("max_blocks_per_request", 56, "n_block_accesses"),
+                                ("n_sessions", 64, "n_requests")):
+        if vals[key] > vals[limit_key]:
+            raise TraceFormatError(f"{name}: byte offset {off}: corrupt lcp header: {key}"
+                                   f" {vals[key]} is more than {limit_key} {vals[limit_key]}",
+                                   byte_offset=off)
+    first, last = vals["first_complete_time_us"], vals["last_complete_time_us"]
+    if last < first:
+        raise TraceFormatError(f"{name}: byte offset 88: corrupt lcp header:"
+                               f" last_complete_time_us {last} is before first_complete_time_us"
+                               f" {first}", byte_offset=88)
 
 
 def sniff(path: str) -> str:

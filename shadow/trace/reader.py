@@ -60,6 +60,8 @@ _INPUT_PIECE = 1 << 15     # compressed bytes fed to zstd at a time
 _OUTPUT_SIZE = 1 << 20     # zstd output buffer per decompress() call
 _PLAIN_CHUNK = 1 << 22     # bytes read at a time from a plain file
 _EOF = object()
+_U32 = (1 << 32) - 1
+_I64 = (1 << 63) - 1
 #: Environment override of the number of frame-decoding threads (0: streaming decoder only).
 DECODE_THREADS_ENV = "SHADOW_DECODE_THREADS"
 # NOTE: more threads than cores only add memory (a frame of a few MiB each in flight).
@@ -370,6 +372,7 @@ class LcpReader:
         self.truncated = False
         self._closers: list = []
         self._pool: list[tuple[np.ndarray, ...]] = []
+        self._checker: _lcp.RequestParser | None = None
 
     def __enter__(self) -> "LcpReader":
         return self
@@ -421,16 +424,67 @@ class LcpReader:
         return TraceFormatError(f"{self.path}: byte offset {offset}: {what}; {n_done} complete"
                                 " requests read", byte_offset=offset, n_complete_requests=n_done)
 
+    def _parser(self) -> _lcp.RequestParser:
+        """A parser that checks every request against this file's header (counts when valid)."""
+        h = self.header
+        valid = h.counts_valid
+        return _lcp.RequestParser(
+            has_next=h.has_next_access, max_id=h.n_unique_blocks if valid else 0,
+            max_blocks=h.max_blocks_per_request if valid else MAX_PLAUSIBLE_BLOCKS,
+            n_types=h.n_types, max_user=min(h.n_users, _U32) if valid else _U32,
+            sorted=h.is_sorted, check_times=valid, t_first=h.first_complete_time_us,
+            t_last=h.last_complete_time_us, has_session_next=h.has_session_next,
+            max_vtime=min(h.n_block_accesses, _I64) if valid else _I64,
+            max_requests=min(h.n_requests, _I64) if valid else _I64)
+
+    def _corrupt(self, p: _lcp.RequestParser, offset: int) -> TraceFormatError:
+        """The error for the request at stream ``offset`` that ``p`` refused: what is wrong,
+        the request's index in the file and, for an entry, its index and byte offset."""
+        h = self.header
+        index = self.n_requests + self._n_req
+        v = p.value
+        where = f"request index {index}"
+        if p.entry >= 0:
+            where += f", entry {p.entry} (byte offset {offset + RECORD_SIZE + 16 * p.entry})"
+        f = p.fault
+        if f == _lcp.FAULT_N_BLOCKS:
+            top = h.max_blocks_per_request if h.counts_valid else MAX_PLAUSIBLE_BLOCKS
+            what = f"request of {v} blocks (header max {top})"
+        elif f == _lcp.FAULT_TYPE_ID:
+            what = f"type id {v} beyond the header's {h.n_types} request types"
+        elif f == _lcp.FAULT_USER_ID:
+            what = f"user id {v} above the header's {h.n_users} users"
+        elif f in (_lcp.FAULT_START_TIME, _lcp.FAULT_COMPLETE_TIME):
+            name = "start_time_us" if f == _lcp.FAULT_START_TIME else "complete_time_us"
+            what = f"{name} {v} is below -1 (times are >= 0, or -1 unknown)"
+        elif f == _lcp.FAULT_TIME_RANGE:
+            what = (f"complete_time_us {v} outside the header's {h.first_complete_time_us}.."
+                    f"{h.last_complete_time_us}")
+        elif f == _lcp.FAULT_UNSORTED:
+            what = (f"complete_time_us {v} before the previous request's {p.previous} in a"
+                    " file flagged SORTED")
+        elif f == _lcp.FAULT_SESSION_NEXT:
+            what = (f"session_next_req {v} is not a later request than this one"
+                    f" ({index + 1}, 1-based)")
+        elif f == _lcp.FAULT_BLOCK_ID:
+            top = h.n_unique_blocks if h.counts_valid else _I64
+            what = f"block id {v} out of range 1..{top}"
+        elif f == _lcp.FAULT_NEXT_ACCESS:
+            vt = self.n_entries + self._n_ent + p.entry + 1
+            top = h.n_block_accesses if h.counts_valid else _I64
+            what = f"next access {v} of vtime {vt} (expected -1 or {vt + 1}..{top})"
+        else:
+            what = f"next-access delta {v} in a file without HAS_NEXT_ACCESS (deltas are 0)"
+        return self._fail(f"corrupt lcp data in {where}: {what}", offset)
+
     def _feed(self, buf, pos: int, end: int, base: int):
         """Parse whole requests from buf[pos:end] (stream offset of buf[0] is ``base``); yield
         full batches; return the position of the first byte not consumed."""
-        h = self.header
-        max_id = h.n_unique_blocks if h.counts_valid else 0
-        max_blocks = h.max_blocks_per_request if h.counts_valid else MAX_PLAUSIBLE_BLOCKS
+        p = self._checker
         while True:
-            self._n_req, self._n_ent, pos, st, detail = _lcp.parse_requests(
+            self._n_req, self._n_ent, pos, st, detail = p.parse(
                 buf, pos, end, self._rec_u8, self._offsets, self._ids, self._nxt,
-                self._n_req, self._n_ent, h.has_next_access, max_id, max_blocks)
+                self._n_req, self._n_ent, self.n_requests, self.n_entries + 1)
             if st == _lcp.PARSE_NEED_INPUT:
                 return pos
             if st == _lcp.PARSE_BATCH_FULL:
@@ -438,10 +492,7 @@ class LcpReader:
             elif st == _lcp.PARSE_TOO_BIG:
                 self._alloc(max(self.batch_entries, int(detail)))
             else:
-                if detail < 0:
-                    raise self._fail(f"corrupt lcp data: request of {-detail} blocks"
-                                     f" (header max {max_blocks})", base + pos)
-                raise self._fail(f"corrupt lcp data: block id {detail} out of range", base + pos)
+                raise self._corrupt(p, base + pos)
 
     def __iter__(self) -> Iterator[Batch]:
         f, compressed = _open_stream(self.path)
@@ -468,6 +519,7 @@ class LcpReader:
         self.n_frames_parallel = 0
         self.truncated = False
         self._alloc(self.batch_entries)
+        self._checker = self._parser()
         try:
             yield from self._iterate(chunks)
         finally:
@@ -544,6 +596,10 @@ class LcpReader:
                 elif n_done > self.header.n_requests:
                     error = self._fail(f"corrupt lcp trace: more requests than the header's"
                                        f" {self.header.n_requests}", base)
+                elif self.n_entries + self._n_ent != self.header.n_block_accesses:
+                    error = self._fail(f"corrupt lcp trace: {self.n_entries + self._n_ent}"
+                                       f" block accesses, the header says"
+                                       f" {self.header.n_block_accesses}", base)
         if error is not None:
             if not self.allow_truncated:
                 raise error

@@ -195,8 +195,9 @@ def test_corrupt_block_id(tmp_path):
     off = HEADER_SIZE + 68 + 16 * 3 + 68     # the first entry of request 2
     raw[off:off + 8] = (0).to_bytes(8, "little")
     path.write_bytes(bytes(raw))
-    with pytest.raises(TraceFormatError, match=f"byte offset {off - 68}: corrupt lcp data: block"
-                                               " id 0") as ei:
+    with pytest.raises(TraceFormatError, match=f"byte offset {off - 68}: corrupt lcp data in"
+                                               f" request index 1, entry 0 \\(byte offset {off}\\):"
+                                               " block id 0") as ei:
         _read_all(path)
     assert ei.value.n_complete_requests == 1
 
