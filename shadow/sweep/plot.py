@@ -24,7 +24,7 @@ from typing import Iterable
 
 from shadow.atomic import atomic_path
 from shadow.errors import ShadowError
-from shadow.sweep.store import read_csv
+from shadow.sweep.store import bad_number, read_csv_lines
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +42,20 @@ def is_oracle(algo: str) -> bool:
         return policy_info(algo).needs_next_access
     except Exception:  # NOTE: plotting must work without the built extensions (a CSV from elsewhere)
         return "belady" in algo or algo.startswith("oracle")
+
+
+def check_row(row: dict[str, str]) -> str | None:
+    """What makes a CSV row unplottable, or None: an empty trace, algo or cost model, a
+    cache_size that is not a positive integer, a ratio that is not a number in [0, 1] or a hole
+    figure that is not a number >= 0.  An empty ratio or hole value is a figure the row does
+    not have (that panel says "not in these results")."""
+    for key in ("trace", "algo", "cost_model"):
+        if not row[key].strip():
+            return f"{key} is empty"
+    size = row["cache_size"]
+    if not (size.isascii() and size.isdigit() and int(size) > 0):
+        return f"cache_size {size!r} is not a positive integer"
+    return bad_number(row)
 
 
 def _float(row: dict[str, str], key: str) -> float | None:
@@ -80,10 +94,19 @@ def _group_title(key: tuple[str, ...]) -> tuple[str, str]:
 
 def plot_sweep(csv_path: str | os.PathLike, out_dir: str | os.PathLike, *,
                bytes_per_block: int | None = None, dpi: int = 110) -> list[Path]:
-    """Write one PNG per (trace, cost model[, options]) group of ``csv_path`` into ``out_dir``."""
-    rows = read_csv(csv_path)
-    if not rows:
+    """Write one PNG per (trace, cost model[, options]) group of ``csv_path`` into ``out_dir``.
+
+    Every row is checked before anything is drawn (:func:`check_row`): a damaged CSV raises a
+    :class:`ShadowError` naming its line, and no PNG is written.
+    """
+    numbered = read_csv_lines(csv_path)
+    if not numbered:
         raise ShadowError(f"{csv_path}: no results to plot (no completed cells)")
+    for line, row in numbered:
+        bad = check_row(row)
+        if bad:
+            raise ShadowError(f"{csv_path}:{line}: {bad}")
+    rows = [row for _, row in numbered]
     groups: dict[tuple[str, ...], list[dict[str, str]]] = defaultdict(list)
     for row in rows:
         key = (row["trace"], row["cost_model"], row.get("pin") or _DEFAULTS["pin"],

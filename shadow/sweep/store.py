@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import io
 import logging
+import math
 import os
 import re
 from pathlib import Path
@@ -68,6 +69,12 @@ class SweepDir:
         interrupted sweep."""
         try:
             self.cells_dir.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            # NOTE: mkdir says "File exists" about whichever of DIR and DIR/cells is not a
+            # directory; name that one
+            bad = self.root if not self.root.is_dir() else self.cells_dir
+            raise ShadowError(f"{bad}: not a directory (a sweep directory holds {CELLS_DIR}/,"
+                              f" a directory of cell files)") from None
         except OSError as exc:
             raise ShadowError(f"{self.root}: cannot create the sweep directory: {exc.strerror}") from None
         check_writable(self.cells_dir / f"cell{CELL_SUFFIX}")
@@ -100,26 +107,40 @@ class SweepDir:
                       if p.name.endswith(CELL_SUFFIX) and not p.name.startswith("."))
 
     def read_cell(self, path: Path) -> tuple[Cell, list[dict[str, str]]]:
-        """Parse one cell file into its cell and its RESULT rows."""
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ShadowError(f"{path}: cannot read: {exc.strerror}") from None
+        """Parse one cell file into its cell and its RESULT rows.
+
+        Damage (not UTF-8, a bad key or field, a key that is not the one its file name was made
+        from, a RESULT number out of range) raises a :class:`ShadowError` naming the file and
+        line; deleting the file makes the next sweep run that cell again.
+        """
+        again = "; delete the file to run its cell again"
+        text = _read_text(path, "cell file", hint=again)
         lines = text.splitlines()
         if not lines or not lines[0].startswith(_HEADER):
-            raise ShadowError(f"{path}:1: not a sweep cell file (expected '{_HEADER.strip()} {{...}}')")
+            raise ShadowError(f"{path}:1: not a sweep cell file (expected"
+                              f" '{_HEADER.strip()} {{...}}'){again}")
         try:
             cell = Cell.from_key(lines[0][len(_HEADER):])
         except (ValueError, TypeError) as exc:
-            raise ShadowError(f"{path}:1: bad cell key: {exc}") from None
+            raise ShadowError(f"{path}:1: bad cell key: {exc}{again}") from None
+        bad = _bad_cell_field(cell)
+        if bad:
+            raise ShadowError(f"{path}:1: bad cell key: {bad}{again}")
         rows = []
         for lineno, line in enumerate(lines[1:], start=2):
             if not line.strip():
                 continue
             try:
-                rows.append(parse_result_line(line))
+                row = parse_result_line(line)
             except ValueError as exc:
-                raise ShadowError(f"{path}:{lineno}: {exc}") from None
+                raise ShadowError(f"{path}:{lineno}: {exc}{again}") from None
+            bad = bad_number(row)
+            if bad:
+                raise ShadowError(f"{path}:{lineno}: {bad}{again}")
+            rows.append(row)
+        if path.name != cell.file_name:
+            raise ShadowError(f"{path}:1: the cell key is not the one this file name was made from"
+                              f" ({cell.file_name}){again}")
         return cell, rows
 
     def rows(self) -> tuple[list[str], list[dict[str, str]]]:
@@ -168,15 +189,91 @@ class SweepDir:
 
 def read_csv(path: str | os.PathLike) -> list[dict[str, str]]:
     """Read a sweep CSV (``DIR/results.csv``) into rows; a clear error when it is not one."""
+    return [row for _, row in read_csv_lines(path)]
+
+
+def read_csv_lines(path: str | os.PathLike) -> list[tuple[int, dict[str, str]]]:
+    """Read a sweep CSV as ``(line number, row)`` pairs.
+
+    Invariant: every row returned has exactly the header's columns, all strings (a row with
+    more or fewer fields than the header raises, naming its line).  A UTF-8 byte-order mark is
+    allowed (a CSV saved by a spreadsheet).
+    """
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ShadowError(f"{p}: no such file (run `shadow sweep --out DIR` first)") from None
-    except OSError as exc:
-        raise ShadowError(f"{p}: cannot read: {exc.strerror}") from None
+    if not p.exists():
+        raise ShadowError(f"{p}: no such file (run `shadow sweep --out DIR` first)")
+    text = _read_text(p, "sweep CSV", encoding="utf-8-sig")
     reader = csv.DictReader(io.StringIO(text))
-    missing = {"trace", "algo", "cache_size", "cost_model"} - set(reader.fieldnames or [])
-    if missing:
-        raise ShadowError(f"{p}:1: not a sweep CSV: missing columns {sorted(missing)}")
-    return list(reader)
+    try:
+        fieldnames = reader.fieldnames or []
+        missing = {"trace", "algo", "cache_size", "cost_model"} - set(fieldnames)
+        if missing:
+            raise ShadowError(f"{p}:1: not a sweep CSV: missing columns {sorted(missing)}")
+        out = []
+        for row in reader:
+            if None in row or None in row.values():
+                n = len(row.get(None) or []) + sum(v is not None for k, v in row.items()
+                                                   if k is not None)
+                raise ShadowError(f"{p}:{reader.line_num}: {n} fields, the header has"
+                                  f" {len(fieldnames)}")
+            out.append((reader.line_num, row))
+    except csv.Error as exc:
+        # NOTE: DictReader.line_num is set after a row is read; its reader's counts this one too
+        raise ShadowError(f"{p}:{reader.reader.line_num}: not a CSV row ({exc})") from None
+    return out
+
+
+def _read_text(path: Path, what: str, *, encoding: str = "utf-8", hint: str = "") -> str:
+    """The text of ``path``; a ShadowError naming the file (and the line of a non-UTF-8 byte),
+    ``hint`` appended to it."""
+    try:
+        data = path.read_bytes()
+    except IsADirectoryError:
+        raise ShadowError(f"{path}: is a directory, not a {what}{hint}") from None
+    except OSError as exc:
+        raise ShadowError(f"{path}: cannot read: {exc.strerror}{hint}") from None
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ShadowError(f"{path}:{line}: not UTF-8 text (byte offset {exc.start}), so not a"
+                          f" {what}{hint}") from None
+
+
+#: RESULT / CSV columns that hold a ratio (a number in [0, 1]) or a hole figure (>= 0).
+RATIO_FIELDS = ("block_hit_ratio", "compute_saving_ratio", "prefix_hit_ratio",
+                "prefix_compute_saving_ratio")
+HOLE_FIGURES = ("holes_per_req", "n_holes", "mean_hole_len", "max_hole_len")
+
+
+def bad_number(row: dict[str, str]) -> str | None:
+    """What is wrong with ``row``'s ratio and hole columns, or None.
+
+    An empty value is missing, not wrong (a row of a simulator that does not report it).
+    """
+    for key in RATIO_FIELDS + HOLE_FIGURES:
+        v = row.get(key)
+        if not v:
+            continue
+        try:
+            x = float(v)
+        except ValueError:
+            return f"{key} {v!r} is not a number"
+        if not math.isfinite(x) or x < 0 or (key in RATIO_FIELDS and x > 1):
+            return f"{key} {v!r} is out of range ({'[0, 1]' if key in RATIO_FIELDS else '>= 0'})"
+    return None
+
+
+def _bad_cell_field(cell: Cell) -> str | None:
+    """What is wrong with the types or values of a cell read back from its key, or None."""
+    for name in ("trace", "algo", "cost_model", "params", "replay_order", "block_id"):
+        if type(getattr(cell, name)) is not str:
+            return f"{name} is {getattr(cell, name)!r}; expected a string"
+    for name in ("pin", "allow_truncated"):
+        if type(getattr(cell, name)) is not bool:
+            return f"{name} is {getattr(cell, name)!r}; expected true or false"
+    if type(cell.capacity) is not int or cell.capacity < 1:
+        return f"capacity is {cell.capacity!r}; expected a positive integer"
+    if not cell.trace or not cell.algo:
+        return "empty trace or algo"
+    return None
