@@ -181,10 +181,6 @@ def test_simulate_on_a_full_disk_leaves_the_results_file_as_it_was(data, tmp_pat
     assert out.read_text() == old and sorted(p.name for p in tmp_path.iterdir()) == ["r.txt"]
 
 
-@pytest.mark.xfail(strict=True, reason="shadow/sim/holes.pyx holes_close reads errno after "
-                   "ferror(), which is stale (EAGAIN here): it should fflush first and take "
-                   "fflush's errno (glibc retries the unwritten buffer there); remove this mark "
-                   "when it does")
 def test_dump_holes_on_a_full_disk_says_why(data, tmp_path):
     argv = SHADOW + ["simulate", "-t", str(data.small), "-c", "1k", "-a", "lru", "--dump-holes",
                      str(tmp_path)]

@@ -5,7 +5,7 @@ import os
 
 from libc.errno cimport errno, EIO
 from libc.stdint cimport int64_t
-from libc.stdio cimport FILE, fopen, fclose, fprintf, ferror
+from libc.stdio cimport FILE, fopen, fclose, fflush, fprintf, ferror
 
 
 cdef FILE* holes_open(str path) except NULL:
@@ -19,16 +19,18 @@ cdef FILE* holes_open(str path) except NULL:
 cdef int holes_close(FILE* f, str path) except -1:
     """Close ``f``; OSError if any write or the final flush failed (a full disk).
 
-    NOTE: ``fprintf`` reports nothing per call here (the loop cannot raise); a failed write
-    sets the stream's error flag, which is read once, at the end.
+    NOTE: ``fprintf`` reports nothing per call here (the loop cannot raise).  glibc keeps the
+    unwritten buffer after a failed write and tries it again at the flush, whose errno is the
+    real reason; an ``errno`` read after ``ferror`` alone would be stale.
     """
-    cdef int bad = ferror(f)
-    cdef int err = errno if bad else 0
+    cdef int err = 0
+    if fflush(f) != 0:
+        err = errno
+    elif ferror(f):
+        err = EIO            # an earlier write failed and its errno is gone
     if fclose(f) != 0 and err == 0:
         err = errno
-        bad = 1
-    if bad:
-        err = err or EIO
+    if err:
         raise OSError(err, os.strerror(err), path)
     return 0
 
