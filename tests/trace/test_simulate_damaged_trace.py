@@ -1,0 +1,55 @@
+"""`shadow simulate` refuses a damaged trace as `shadow stat` and `shadow convert` do: one line
+naming the file and the place, exit status 2, no traceback, no results file (the damaged lcp
+table of tests/trace/bad_inputs.py, and hostile JSONL numbers)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.trace import bad_inputs as bi
+
+pytest.importorskip("shadow.sim.loop")
+
+
+def _simulate(tmp_path, trace, words: list[str], algos: str = "lru,belady") -> None:
+    """belady (an oracle) reads next-access times; a trace without them simulates lru alone."""
+    before = bi.listing(tmp_path)
+    r = bi.shadow("simulate", "-t", str(trace), "-a", algos, "-c", "4",
+               "-o", str(tmp_path / "results.txt"))
+    bi.assert_refused(r, words)
+    assert bi.listing(tmp_path) == before
+
+
+def test_the_base_trace_simulates(lcp_base, tmp_path):
+    (tmp_path / "base.lcp").write_bytes(lcp_base.data)
+    r = bi.shadow("simulate", "-t", str(tmp_path / "base.lcp"), "-a", "lru,belady", "-c", "4")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("RESULT ") == 2
+
+
+@pytest.mark.parametrize("name,damage", bi.LCP_DAMAGE, ids=bi.ids(bi.LCP_DAMAGE))
+def test_damaged_lcp(name, damage, lcp_base, tmp_path):
+    path, words = bi.damaged(tmp_path, lcp_base, damage)
+    _simulate(tmp_path, path, words, "lru" if "HAS_NEXT_ACCESS" in name else "lru,belady")
+
+
+@pytest.mark.parametrize("name,damage", bi.ZST_DAMAGE, ids=bi.ids(bi.ZST_DAMAGE))
+def test_damaged_lcp_zst(name, damage, lcp_base, tmp_path):
+    path, words = bi.damaged(tmp_path, lcp_base, damage, "bad.lcp.zst")
+    _simulate(tmp_path, path, words)
+
+
+def test_indexed_frames_with_right_checksums(tmp_path):
+    path, words = bi.writer_made(tmp_path)
+    _simulate(tmp_path, path, words, "lru")
+
+
+NUMBERS = [c for c in bi.JSONL_CASES if c[0].startswith(("timestamp", "input_length", "turn"))]
+
+
+@pytest.mark.parametrize("name,line,options,words", NUMBERS, ids=bi.ids(NUMBERS))
+def test_hostile_jsonl_numbers(name, line, options, words, tmp_path):
+    src = bi.jsonl_file(tmp_path, line)
+    if options:
+        pytest.skip("simulate reads JSONL with the automatic time unit only")
+    _simulate(tmp_path, src, [f"{src}:2: ", *words])
