@@ -17,9 +17,16 @@ from tests.fault_support import ROOT, alive, wait_gone
 
 @pytest.fixture
 def handlers():
+    # NOTE: a test run started under nohup (or by a runner that ignores SIGHUP) inherits an
+    # ignored SIGHUP, which install() rightly leaves ignored: these tests need the default.
+    ignored = [s for s in (signal.SIGTERM, signal.SIGHUP) if signal.getsignal(s) is signal.SIG_IGN]
+    for s in ignored:
+        signal.signal(s, signal.SIG_DFL)
     restore = install()
     yield
     restore()
+    for s in ignored:
+        signal.signal(s, signal.SIG_IGN)
 
 
 def _wait_for_signal() -> None:
