@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Iterable
 
 from shadow.cli_options import parse_size
+from shadow.sim.registry import MAX_CAPACITY
 from shadow.errors import ShadowError
 
 CELL_SUFFIX = ".result"
@@ -76,6 +77,10 @@ def parse_capacities(text: str) -> list[int]:
             else:
                 v = round(lo + (hi - lo) * i / (n - 1))
             out.add(int(v))
+    too_large = [c for c in out if c > MAX_CAPACITY]
+    if too_large:
+        raise ShadowError(f"bad --cache-sizes {text!r}: cache size {too_large[0]} blocks is too "
+                          f"large (at most {MAX_CAPACITY} = 2**31 - 2)")
     return sorted(out)
 
 

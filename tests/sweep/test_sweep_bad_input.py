@@ -155,9 +155,8 @@ OPTIONS = [
     ("cache sizes empty", ["-c", ""], "bad --cache-sizes '': empty"),
     ("cache size range without points", ["-c", "1k:2k"], "bad cache-size range '1k:2k'"),
     ("cache size range of a billion points", ["-c", "1k:2k:log999999999"], "1024"),
-    pytest.param("cache size 2**63", ["-c", "9223372036854775808"], "too large", marks=(
-        pytest.mark.xfail(strict=True, reason="sweep plans a cell past 2**31 - 2 blocks and fails"
-                                              " it when it runs (simulate refuses it up front)"))),
+    ("cache size 2**63", ["-c", "9223372036854775808"], "too large"),
+    ("cache size 2**31 - 1", ["-c", "2147483647"], "at most 2147483646"),
     ("no policy", ["-a", " "], "--algo"),
     ("unknown policy", ["-a", "nosuch"], "unknown policy 'nosuch'"),
     ("policy parameter out of range", ["-a", "clock", "--algo-params", "clock:n-bit-counter=0"],
