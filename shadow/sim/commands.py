@@ -13,7 +13,7 @@ from shadow.cli_options import (allow_truncated_option, block_id_option, parse_n
 from shadow.errors import ShadowError
 from shadow.sim.cost import parse_cost_model
 from shadow.progress import progress_bar
-from shadow.sim.registry import POLICIES, is_built, policy_info
+from shadow.sim.registry import EXCLUDED, FAMILIES, POLICIES, is_built, policy_info
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +42,31 @@ def _append_atomically(path: str, lines: list[str]) -> None:
     (:func:`shadow.atomic.atomic_open`), so ``path`` never holds a part; its mode is kept."""
     with atomic_open(path, "w", append=True, parents=False, encoding="utf-8", newline="") as f:
         f.write("".join(line + "\n" for line in lines))
+
+
+def _list_algos_lines() -> list[str]:
+    """``--list-algos``: the policies grouped by family (registry.FAMILIES order; within a family,
+    registry.POLICIES order), each with its pin behaviour and default parameters; then the
+    libCacheSim policies left out and why."""
+    by_family: dict[str, list[str]] = {f: [] for f in FAMILIES}
+    for name in POLICIES:
+        if not is_built(name):
+            by_family.setdefault("not built yet", []).append(f"  {name}")
+            continue
+        spec = policy_info(name).spec
+        notes = ["honours pins" if spec.honours_pins else "ignores pins"]
+        if spec.needs_future:
+            notes.append("needs the future")
+        extra = f" [{spec.defaults}]" if spec.defaults else ""
+        by_family[spec.family].append(f"  {name:<30s}{spec.description} ({', '.join(notes)}){extra}")
+    lines = []
+    for family, entries in by_family.items():
+        if entries:
+            lines.append(f"{family}:")
+            lines.extend(entries)
+    lines.append("excluded:")
+    lines.extend(f"  {name:<30s}{why}" for name, why in EXCLUDED.items())
+    return lines
 
 
 def _size_label(n: int) -> str:
@@ -112,17 +137,8 @@ def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_or
     Without --trace, runs a handful of policies and sizes on the bundled Mooncake trace.
     """
     if list_algos:
-        for name in POLICIES:
-            if is_built(name):
-                spec = policy_info(name).spec
-                notes = ["honours pins" if spec.honours_pins else "ignores pins"]
-                if spec.needs_future:
-                    notes.append("needs the future")
-                extra = f" [{spec.defaults}]" if spec.defaults else ""
-                click.echo(f"{name:<30s}{spec.family:<14s}{spec.description} "
-                           f"({', '.join(notes)}){extra}")
-            else:
-                click.echo(f"{name:<30s}(not built yet)")
+        for line in _list_algos_lines():
+            click.echo(line)
         return
 
     from shadow.sim.drive import run_trace, sim_decode_threads

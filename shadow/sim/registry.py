@@ -47,6 +47,12 @@ MAX_CAPACITY = 2**31 - 2
 FAMILIES = ("recency", "frequency", "adaptive", "cost-aware", "oracle", "partial-node", "session",
             "engine-exact")
 
+#: libCacheSim policies that are left out, and why (listed by ``--list-algos``).
+EXCLUDED: dict[str, str] = {
+    "clockpro": "refuses admission (libCacheSim ClockPro's can_insert), which a prefix cache "
+                "cannot express: every block of a served request is cached",
+}
+
 
 class PolicyNotBuilt(ShadowError):
     """The policy is registered but its extension module is missing."""

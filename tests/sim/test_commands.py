@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from shadow.cli import cli
-from shadow.sim.registry import POLICIES
+from shadow.sim.registry import EXCLUDED, FAMILIES, POLICIES, policy_info
 from tests.sim._traces import PEER_RESULTS, SYNTHETIC
 
 
@@ -30,12 +30,25 @@ def test_help():
         assert opt in r.output
 
 
-def test_list_algos():
+def test_list_algos_grouped_by_family():
     r = run(["simulate", "--list-algos"])
     assert r.exit_code == 0
-    names = [line.split()[0] for line in r.output.splitlines()]
-    assert [n for n in names if n in POLICIES] == list(POLICIES)
-    assert "honours pins" in r.output
+    groups: dict[str, list[str]] = {}
+    for line in r.output.splitlines():
+        if not line.startswith(" "):
+            family = line.rstrip(":")
+            groups[family] = []
+        else:
+            groups[family].append(line.split()[0])
+    assert [f for f in groups if f != "excluded"] == [f for f in FAMILIES if groups.get(f)]
+    for name in POLICIES:
+        family = policy_info(name).spec.family
+        assert name in groups[family]
+    for family, names in groups.items():
+        if family != "excluded":          # registry order within a family
+            assert names == [n for n in POLICIES if n in names]
+    assert groups["excluded"] == list(EXCLUDED) and "clockpro" in EXCLUDED
+    assert "honours pins" in r.output and "cannot express" in r.output
 
 
 def test_result_lines_and_output_file(tmp_path):
