@@ -127,7 +127,8 @@ for b in ids:
 m = (rss() - before) / {slots}
 g = -1
 if hasattr(p, 'queues'):
-    g = sum(len(v) for k, v in p.queues().items() if k in ('ghost', 'b1', 'b2', 'aout'))
+    qs = {{k: v for k, v in p.queues().items() if k in ('ghost', 'b1', 'b2', 'aout')}}
+    g = sum(len(v) for v in qs.values()) if qs else -1
 elif hasattr(p, 'ghost_ids'):
     g = len(p.ghost_ids())
 print(m, g)
