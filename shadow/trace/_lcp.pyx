@@ -68,8 +68,12 @@ cdef class RequestParser:
     ``has_next`` the next access is -1 or after the entry's own vtime and at most ``max_vtime``;
     without it every delta is 0.
 
-    Invariant: a request is consumed (copied into the arrays, :attr:`last_time` advanced) only
-    when it passes every check; a failing one stops the parse with ``PARSE_CORRUPT`` at its first
+    Requests consumed so far leave their largest block id, user id and block count and their
+    smallest and largest complete time in the ``*_seen`` attributes, for the checks against the
+    header's counts at the end of the file.
+
+    Invariant: a request is consumed (copied into the arrays, :attr:`last_time` and the
+    ``*_seen`` figures advanced) only when it passes every check; a failing one stops the parse with ``PARSE_CORRUPT`` at its first
     byte and leaves :attr:`fault` (a ``FAULT_*`` code), :attr:`value` (the offending value),
     :attr:`entry` (its entry index in the request, -1 for a record field) and :attr:`previous`
     (for ``FAULT_UNSORTED``: the previous complete time).  NOTE: the per-entry checks are folded
@@ -81,6 +85,9 @@ cdef class RequestParser:
     cdef uint64_t id_limit
     cdef int64_t max_blocks, n_types, max_user, t_first, t_last, max_vtime, max_requests
     cdef public int64_t last_time
+    cdef public uint64_t max_id_seen
+    cdef public uint32_t max_user_seen, max_blocks_seen
+    cdef public int64_t min_time_seen, max_time_seen
     cdef public int fault
     cdef public object value
     cdef public Py_ssize_t entry
@@ -104,6 +111,11 @@ cdef class RequestParser:
         self.max_vtime = max_vtime
         self.max_requests = max_requests
         self.last_time = -1 << 62   # below every valid time (-1 included)
+        self.max_id_seen = 0
+        self.max_user_seen = 0
+        self.max_blocks_seen = 0
+        self.min_time_seen = I64_MAX
+        self.max_time_seen = -1 << 62
         self.fault = F_NONE
         self.value = None
         self.entry = -1
@@ -129,6 +141,9 @@ cdef class RequestParser:
         cdef Py_ssize_t j, k
         cdef int64_t t_start, t_done, snext, run, v
         cdef uint64_t ubid = 0, udelta = 0, urun
+        cdef uint64_t hi_id = self.max_id_seen, req_hi
+        cdef uint32_t hi_user = self.max_user_seen, hi_nb = self.max_blocks_seen
+        cdef int64_t lo_t = self.min_time_seen, hi_t = self.max_time_seen
         cdef int status = S_NEED_INPUT
         cdef int fault = F_NONE
         cdef int bad
@@ -190,6 +205,7 @@ cdef class RequestParser:
                 k = pos + RECORD_SIZE
                 urun = 0
                 bad = 0
+                req_hi = 0
                 if self.has_next:
                     for j in range(n_ent, n_ent + nb):
                         memcpy(&ubid, &buf[k], 8)
@@ -197,6 +213,7 @@ cdef class RequestParser:
                         urun += udelta     # NOTE: unsigned: garbage wraps, it cannot overflow
                         run = <int64_t>urun
                         ids[j] = <int64_t>ubid
+                        req_hi = ubid if ubid > req_hi else req_hi
                         nxt[j] = run
                         bad |= ((ubid - 1 >= id_limit) | (run > max_vtime)
                                 | ((run <= vtime0 + j) & (run != -1)))
@@ -206,6 +223,7 @@ cdef class RequestParser:
                         memcpy(&ubid, &buf[k], 8)
                         memcpy(&udelta, &buf[k + 8], 8)
                         ids[j] = <int64_t>ubid
+                        req_hi = ubid if ubid > req_hi else req_hi
                         nxt[j] = -1
                         bad |= (ubid - 1 >= id_limit) | (udelta != 0)
                         k += ENTRY_SIZE
@@ -230,11 +248,26 @@ cdef class RequestParser:
                     break
                 memcpy(&rec_out[n_req * RECORD_SIZE], &buf[pos], RECORD_SIZE)
                 last = t_done
+                if req_hi > hi_id:
+                    hi_id = req_hi
+                if user > hi_user:
+                    hi_user = user
+                if nb > hi_nb:
+                    hi_nb = nb
+                if t_done < lo_t:
+                    lo_t = t_done
+                if t_done > hi_t:
+                    hi_t = t_done
                 n_ent += nb
                 n_req += 1
                 offsets[n_req] = n_ent
                 pos = k
         self.last_time = last
+        self.max_id_seen = hi_id
+        self.max_user_seen = hi_user
+        self.max_blocks_seen = hi_nb
+        self.min_time_seen = lo_t
+        self.max_time_seen = hi_t
         if fault != F_NONE:
             status = S_CORRUPT
             self.fault = fault

@@ -25,6 +25,9 @@ FLAG_HAS_NEXT_ACCESS = 1 << 0
 FLAG_HAS_SESSION_NEXT = 1 << 1
 FLAG_COUNTS_VALID = 1 << 2
 FLAG_SORTED = 1 << 3
+#: No real request has more blocks (a billion tokens at 16 tokens per block): a larger n_blocks,
+#: or max_blocks_per_request, is damage, never a reason to allocate gigabytes.
+MAX_PLAUSIBLE_BLOCKS = 1 << 26
 #: Every flag lcp v1 defines; a reader refuses any other bit (damage, or a format it cannot read).
 KNOWN_FLAGS = FLAG_HAS_NEXT_ACCESS | FLAG_HAS_SESSION_NEXT | FLAG_COUNTS_VALID | FLAG_SORTED
 

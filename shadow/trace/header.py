@@ -22,6 +22,7 @@ from shadow.trace.format import (
     HEADER_SIZE,
     KNOWN_FLAGS,
     MAGIC,
+    MAX_PLAUSIBLE_BLOCKS,
     MAX_TYPES,
     PRODUCER_OFFSET,
     PRODUCER_SIZE,
@@ -200,6 +201,17 @@ def _check_counts(vals: dict[str, int], name: str) -> None:
     """
     if not vals["flags"] & FLAG_COUNTS_VALID:
         return
+    # NOTE: counts no file can have, refused before any reader or simulator sizes memory by them
+    for key, off, top, why in (
+            ("n_requests", 32, (1 << 63) // 68, "more requests than any file holds"),
+            ("n_block_accesses", 40, (1 << 63) // 16, "more entries than any file holds"),
+            ("n_unique_blocks", 48, (1 << 63) - 1, "past the largest block id, 2**63 - 1"),
+            ("max_blocks_per_request", 56, MAX_PLAUSIBLE_BLOCKS,
+             f"more than {MAX_PLAUSIBLE_BLOCKS} blocks, which no real request has"),
+            ("n_users", 72, (1 << 32) - 1, "past the largest user id, 2**32 - 1")):
+        if vals[key] > top:
+            raise TraceFormatError(f"{name}: byte offset {off}: corrupt lcp header: {key}"
+                                   f" {vals[key]} is {why}", byte_offset=off)
     for key, off, limit_key in (("max_blocks_per_request", 56, "n_block_accesses"),
                                 ("n_sessions", 64, "n_requests")):
         if vals[key] > vals[limit_key]:

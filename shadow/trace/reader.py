@@ -38,6 +38,7 @@ from shadow.trace.format import (
     HEADER_FRAME_PREFIX,
     HEADER_FRAME_SIZE,
     HEADER_SIZE,
+    MAX_PLAUSIBLE_BLOCKS,
     RECORD_DTYPE,
     RECORD_SIZE,
     ZSTD_MAGIC,
@@ -48,9 +49,9 @@ from shadow.trace.header import LcpHeader, parse_header
 logger = logging.getLogger(__name__)
 
 DEFAULT_BATCH_ENTRIES = 1 << 18
-# NOTE: no real request has 2**26 blocks (a trillion tokens at 16 tokens per block); a larger
-# n_blocks in a file without valid counts is corrupt data, not a reason to allocate gigabytes.
-MAX_PLAUSIBLE_BLOCKS = 1 << 26
+#: An indexed frame that says it holds more than this many bytes is read by the streaming decoder
+#: (bounded memory) instead of into a buffer of the size the index entry claims.
+MAX_INDEXED_FRAME = 1 << 26
 # NOTE: small input pieces and an output buffer larger than what one piece decodes to (lcp
 # bodies compress ~9:1): each decompress() call then fills one buffer, copied once into the
 # bytes it returns, instead of joining 128 KiB pieces.  Decoding alone, this was as fast as
@@ -261,9 +262,12 @@ class _FrameDecoder:
                                                 f" ({exc})", None, None))
                 return None
             end = pos + FRAME_INDEX_SIZE + (e.compressed_size if e else 0)
-            if e is None or e.compressed_size == 0 or end > self._size:
-                # NOTE: another frame, garbage, the frame a crashed writer left open, or a cut
-                # file: the streaming decoder reads (or rejects) it as it would without index.
+            if (e is None or e.compressed_size == 0 or end > self._size
+                    or e.decompressed_size > MAX_INDEXED_FRAME):
+                # NOTE: another frame, garbage, the frame a crashed writer left open, a cut
+                # file, or an entry claiming a frame larger than any buffer this reader makes
+                # (a hostile size would be allocated up front): the streaming decoder reads (or
+                # rejects) it as it would without index.
                 pending.append(("stream", pos, None, None, None))
                 return None
             bufs = self._buffers(e)
@@ -429,8 +433,8 @@ class LcpReader:
         h = self.header
         valid = h.counts_valid
         return _lcp.RequestParser(
-            has_next=h.has_next_access, max_id=h.n_unique_blocks if valid else 0,
-            max_blocks=h.max_blocks_per_request if valid else MAX_PLAUSIBLE_BLOCKS,
+            has_next=h.has_next_access, max_id=min(h.n_unique_blocks, _I64) if valid else 0,
+            max_blocks=_max_blocks(h),
             n_types=h.n_types, max_user=min(h.n_users, _U32) if valid else _U32,
             sorted=h.is_sorted, check_times=valid, t_first=h.first_complete_time_us,
             t_last=h.last_complete_time_us, has_session_next=h.has_session_next,
@@ -448,8 +452,11 @@ class LcpReader:
             where += f", entry {p.entry} (byte offset {offset + RECORD_SIZE + 16 * p.entry})"
         f = p.fault
         if f == _lcp.FAULT_N_BLOCKS:
-            top = h.max_blocks_per_request if h.counts_valid else MAX_PLAUSIBLE_BLOCKS
-            what = f"request of {v} blocks (header max {top})"
+            if v > h.max_blocks_per_request and h.counts_valid:
+                what = f"request of {v} blocks (header max {h.max_blocks_per_request})"
+            else:
+                what = (f"request of {v} blocks (more than {MAX_PLAUSIBLE_BLOCKS}, which no real"
+                        " request has)")
         elif f == _lcp.FAULT_TYPE_ID:
             what = f"type id {v} beyond the header's {h.n_types} request types"
         elif f == _lcp.FAULT_USER_ID:
@@ -600,6 +607,10 @@ class LcpReader:
                     error = self._fail(f"corrupt lcp trace: {self.n_entries + self._n_ent}"
                                        f" block accesses, the header says"
                                        f" {self.header.n_block_accesses}", base)
+                else:
+                    wrong = _counts_disagree(self.header, self._checker, n_done)
+                    if wrong:
+                        error = self._fail(f"corrupt lcp trace: {wrong}", base)
         if error is not None:
             if not self.allow_truncated:
                 raise error
@@ -607,6 +618,37 @@ class LcpReader:
             logger.warning("%s; reading the complete prefix (--allow-truncated)", error)
         if self._n_req:
             yield self._take()
+
+
+def _counts_disagree(h: LcpHeader, p: _lcp.RequestParser, n_requests: int) -> str | None:
+    """How the valid counts of a file read to its end disagree with its requests, or None.
+
+    ``n_unique_blocks``, ``n_users`` and ``max_blocks_per_request`` are the largest block id,
+    user id and block count; the first and last complete times the smallest and largest.  NOTE:
+    the first time is compared only when no request has -1 (unknown): a writer may leave the
+    unknown times out of the smallest.
+    """
+    for key, seen in (("n_unique_blocks", p.max_id_seen), ("n_users", p.max_user_seen),
+                      ("max_blocks_per_request", p.max_blocks_seen)):
+        if getattr(h, key) != seen:
+            return f"the header's {key} is {getattr(h, key)}, the requests say {seen}"
+    if n_requests:
+        if h.last_complete_time_us != p.max_time_seen:
+            return (f"the header's last_complete_time_us is {h.last_complete_time_us}, the"
+                    f" largest complete time is {p.max_time_seen}")
+        if p.min_time_seen >= 0 and h.first_complete_time_us != p.min_time_seen:
+            return (f"the header's first_complete_time_us is {h.first_complete_time_us}, the"
+                    f" smallest complete time is {p.min_time_seen}")
+    return None
+
+
+def _max_blocks(h: LcpHeader) -> int:
+    """The most blocks a request of this file may have: the header's max with valid counts,
+    never more than :data:`MAX_PLAUSIBLE_BLOCKS` (a damaged or hostile header must not make the
+    reader allocate arrays for billions of entries)."""
+    if h.counts_valid:
+        return min(h.max_blocks_per_request, MAX_PLAUSIBLE_BLOCKS)
+    return MAX_PLAUSIBLE_BLOCKS
 
 
 def nb_unknown(piece: bytes) -> bool:

@@ -241,7 +241,8 @@ LCP_DAMAGE: list[tuple[str, Damage]] = [
                                                           " max 5)"])),
     ("n_blocks above the header max", _record(N_BLOCKS, "<I", 6, 1, ["request of 6 blocks"])),
     ("n_blocks 2**27 without valid counts", _record(
-        N_BLOCKS, "<I", 1 << 27, 0, ["request of 134217728 blocks (header max 67108864)"],
+        N_BLOCKS, "<I", 1 << 27, 0, ["request of 134217728 blocks (more than 67108864, which"
+                                     " no real request has)"],
         before=_clear_flag(2))),
     # entries
     ("block id 0", _entry(0, "<Q", 0, 2, 1, ["block id 0 out of range"])),
@@ -270,6 +271,35 @@ LCP_DAMAGE: list[tuple[str, Damage]] = [
     ("one request too many", _append_request),
     ("accesses short of the header", _header(N_ACCESSES, "<Q", lambda b: b.u64(N_ACCESSES) + 1,
                                              ["block accesses, the header says"])),
+    # counts that no request contradicts alone, but the whole file does
+    ("n_unique_blocks one too many", _header(48, "<Q", lambda b: b.u64(48) + 1,
+                                             ["the header's n_unique_blocks is 21, the requests"
+                                              " say 20"])),
+    ("n_users one too many", _header(72, "<Q", 5, ["the header's n_users is 5, the requests say"
+                                                   " 4"])),
+    ("max_blocks_per_request one too many", _header(MAX_BLOCKS, "<Q", 6, [
+        "the header's max_blocks_per_request is 6, the requests say 5"])),
+    ("max_blocks_per_request one too few", _header(MAX_BLOCKS, "<Q", 4, [
+        "request of 5 blocks (header max 4)"])),
+    ("last time later than any", _header(T_LAST, "<q", lambda b: b.i64(T_LAST) + 5, [
+        "the header's last_complete_time_us is 21000005, the largest complete time is"
+        " 21000000"])),
+    ("first time earlier than any", _header(T_FIRST, "<q", lambda b: b.i64(T_FIRST) - 5, [
+        "the header's first_complete_time_us is 9999995, the smallest complete time is"
+        " 10000000"])),
+    # hostile counts: refused before anything is sized by them
+    ("n_unique_blocks 2**64-1", _header(48, "<Q", (1 << 64) - 1, [
+        "byte offset 48", "n_unique_blocks 18446744073709551615 is past the largest block id"])),
+    ("n_block_accesses 2**64-1", _header(N_ACCESSES, "<Q", (1 << 64) - 1, [
+        "byte offset 40", "more entries than any file holds"])),
+    ("n_requests 2**62", _header(N_REQUESTS, "<Q", 1 << 62, [
+        "byte offset 32", "more requests than any file holds"])),
+    ("max_blocks_per_request 2**32-1", lambda d, b: (
+        _put(d, MAX_BLOCKS, "<Q", (1 << 32) - 1), _put(d, N_ACCESSES, "<Q", 1 << 40),
+        ["byte offset 56", "max_blocks_per_request 4294967295 is more than 67108864 blocks,"
+         " which no real request has"])[-1]),
+    ("n_users 2**32", _header(72, "<Q", 1 << 32, ["byte offset 72", "past the largest user"
+                                                  " id"])),
 ]
 
 
@@ -282,6 +312,21 @@ def damaged(d: Path, base: Base, damage: Damage, name: str = "bad.lcp") -> tuple
         raw = bytearray(zstandard.ZstdCompressor(write_checksum=True).compress(bytes(raw)))
     path.write_bytes(bytes(raw))
     return path, [name] + words
+
+
+def lying_frame_index(d: Path, base: Base) -> Path:
+    """The base trace as a `.lcp.zst` of one body frame whose index entry (checksum right) says
+    the frame holds about 1 TiB: a buffer of that size must never be made."""
+    from shadow.trace.format import HEADER_FRAME_PREFIX
+    from shadow.trace.frames import FrameEntry, pack_entry
+
+    body = base.data[HEADER:]
+    frame = zstandard.ZstdCompressor(write_checksum=True).compress(body)
+    n = (1 << 36) + 1
+    entry = pack_entry(FrameEntry(len(frame), RECORD * 1 + ENTRY * n, 1, n))
+    path = d / "lying.lcp.zst"
+    path.write_bytes(HEADER_FRAME_PREFIX + base.data[:HEADER] + entry + frame)
+    return path
 
 
 def writer_made(d: Path) -> tuple[Path, list[str]]:

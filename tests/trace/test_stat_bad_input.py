@@ -36,6 +36,24 @@ def test_indexed_frames_with_right_checksums(tmp_path):
     bi.assert_refused(bi.shadow("stat", str(path)), words)
 
 
+def test_a_frame_index_entry_claiming_a_huge_frame_is_streamed(lcp_base, tmp_path):
+    """Accepted, read by the streaming decoder: under a 2 GiB address-space limit the 1 TiB the
+    entry claims is never allocated, and the figures are those of the trace."""
+    import resource
+    import subprocess
+    import sys
+
+    path = bi.lying_frame_index(tmp_path, lcp_base)
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    r = subprocess.run([sys.executable, "-m", "shadow", "stat", "--json", str(path)],
+                       capture_output=True, text=True, cwd=bi.REPO, preexec_fn=limit, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert '"requests": 12' in r.stdout and '"block_accesses": 42' in r.stdout
+
+
 def test_a_block_id_of_2_63_is_not_a_request_of_2_63_blocks(lcp_base, tmp_path):
     damage = dict(bi.LCP_DAMAGE)["block id 2**63"]
     path, _ = bi.damaged(tmp_path, lcp_base, damage)
