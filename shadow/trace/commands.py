@@ -25,7 +25,7 @@ def _time_unit_option():
 @block_id_option()
 @allow_truncated_option()
 @_time_unit_option()
-@click.option("--block-size", "block_size", type=click.IntRange(min=1), default=None,
+@click.option("--block-size", "block_size", type=click.IntRange(1, (1 << 32) - 1), default=None,
               help="Tokens per block to record in the header (default: inferred from"
                    " input_length and the number of hash_ids).")
 @click.option("--level", type=click.IntRange(1, 19), default=1, show_default=True,

@@ -80,6 +80,8 @@ ARGS = [
     ("--level 20", ["--level", "20", "{d}/good.jsonl", "{d}/o.lcp.zst"], ["--level"]),
     ("--block-size 0", ["--block-size", "0", "{d}/good.jsonl", "{d}/o.lcp"], ["--block-size"]),
     ("--block-size x", ["--block-size", "x", "{d}/good.jsonl", "{d}/o.lcp"], ["--block-size"]),
+    ("--block-size 2**32", ["--block-size", "4294967296", "{d}/good.jsonl", "{d}/o.lcp"],
+     ["'--block-size': 4294967296 is not in the range 1<=x<=4294967295"]),
     ("--time-unit h", ["--time-unit", "h", "{d}/good.jsonl", "{d}/o.lcp"], ["'h' is not one of"]),
     ("unknown option", ["--bogus", "{d}/good.jsonl", "{d}/o.lcp"], ["No such option '--bogus'"]),
 ]
