@@ -24,6 +24,7 @@ POLICIES: dict[str, str] = {
     "fifo": "shadow.sim.policies.fifo",
     "clock": "shadow.sim.policies.clock",
     "sieve": "shadow.sim.policies.sieve",
+    "random": "shadow.sim.policies.random",
     "lfu": "shadow.sim.policies.lfu",
     "s3fifo": "shadow.sim.policies.s3fifo",
     "twoq": "shadow.sim.policies.twoq",
