@@ -21,6 +21,7 @@ from shadow.sim.params import parse_params
 POLICIES: dict[str, str] = {
     "lru": "shadow.sim.policies.lru",
     "mru": "shadow.sim.policies.mru",
+    "lru_prob": "shadow.sim.policies.lru_prob",
     "fifo": "shadow.sim.policies.fifo",
     "clock": "shadow.sim.policies.clock",
     "sieve": "shadow.sim.policies.sieve",
