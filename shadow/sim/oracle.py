@@ -42,6 +42,10 @@ from shadow.trace.batch import Batch
 log = logging.getLogger(__name__)
 
 
+#: The most entries an array is given up front from a header's counts (128 MiB of int64).
+PRESIZE_MAX = 1 << 24
+
+
 class _FileArray:
     """A growable int64 array in an unlinked temporary file, mapped with ``np.memmap``."""
 
@@ -196,6 +200,10 @@ def recompute_next_access(batches: Iterable[Batch], capacities: Sequence[int], *
     caps = sorted({int(c) for c in capacities})
     if not caps:
         return RecomputedNextAccess({}, 0)
+    # NOTE: a header's counts are only claims (a damaged file may say 2**40 accesses): presize up
+    # to PRESIZE_MAX entries and let the arrays grow with what the batches really hold.
+    n_entries = max(0, min(int(n_entries), PRESIZE_MAX))
+    n_ids = max(0, min(int(n_ids), PRESIZE_MAX))
     groups = {c: _Group(c, n_entries, n_ids, directory) for c in caps}
     total = 0
     try:

@@ -53,3 +53,19 @@ def test_hostile_jsonl_numbers(name, line, options, words, tmp_path):
     if options:
         pytest.skip("simulate reads JSONL with the automatic time unit only")
     _simulate(tmp_path, src, [f"{src}:2: ", *words])
+
+
+ORACLE_COUNTS = [
+    ("n_block_accesses 2**40", bi._header(bi.N_ACCESSES, "<Q", 1 << 40,
+                                          ["block accesses, the header says"])),
+    ("n_unique_blocks 2**40", bi._header(48, "<Q", 1 << 40, ["n_unique_blocks"])),
+]
+
+
+@pytest.mark.parametrize("name,damage", ORACLE_COUNTS, ids=bi.ids(ORACLE_COUNTS))
+def test_an_oracle_is_not_sized_by_a_false_count(name, damage, lcp_base, tmp_path):
+    """A count that is possible but false: the oracle's next-access pass presizes at most
+    oracle.PRESIZE_MAX entries and grows with what the file holds, so the reader's end-of-file
+    check refuses it (no temporary file of 8 TiB, no SIGBUS)."""
+    path, words = bi.damaged(tmp_path, lcp_base, damage)
+    _simulate(tmp_path, path, words, "belady")
