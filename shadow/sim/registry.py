@@ -26,6 +26,7 @@ POLICIES: dict[str, str] = {
     "clock": "shadow.sim.policies.clock",
     "sieve": "shadow.sim.policies.sieve",
     "random": "shadow.sim.policies.random",
+    "randomtwo": "shadow.sim.policies.randomtwo",
     "lfu": "shadow.sim.policies.lfu",
     "s3fifo": "shadow.sim.policies.s3fifo",
     "twoq": "shadow.sim.policies.twoq",
