@@ -27,6 +27,7 @@ POLICIES: dict[str, str] = {
     "sieve": "shadow.sim.policies.sieve",
     "random": "shadow.sim.policies.random",
     "randomtwo": "shadow.sim.policies.randomtwo",
+    "randomlru": "shadow.sim.policies.randomlru",
     "lfu": "shadow.sim.policies.lfu",
     "s3fifo": "shadow.sim.policies.s3fifo",
     "twoq": "shadow.sim.policies.twoq",
