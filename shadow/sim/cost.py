@@ -7,6 +7,9 @@
 ``table:FILE``              line p+1 of FILE (one number a line); past the end, the last line
 ``qwen3coder30b_blksz_16``  865 + 2p (measured on Qwen3-Coder-30B, 16-token blocks)
 ``qwen3coder30b_blksz_64``  3472 + 32p (64-token blocks)
+``model:CONFIG[,BLOCK]``    the block's forward FLOPs from a Hugging Face config.json,
+                            1000 = one block's linear work (:mod:`shadow.sim.cost_arch`)
+``fit:REPORT[,BLOCK]``      replay's fitted prefill model, microseconds per block
 ==========================  =====================================================
 
 Statistics use the exact double; policies see ``llround`` of it (:attr:`Access.cost`).
@@ -17,10 +20,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
 from shadow.errors import ShadowError
+from shadow.sim.cost_arch import fit_coefficients, model_cost_fn
 
 _NAMED = {
     "uniform": (1.0, 0.0),
@@ -29,7 +34,7 @@ _NAMED = {
     "qwen3coder30b_blksz_64": (3472.0, 32.0),
 }
 COST_MODELS = ("uniform", "position", "linear:A,B", "table:FILE", "qwen3coder30b_blksz_16",
-               "qwen3coder30b_blksz_64")
+               "qwen3coder30b_blksz_64", "model:CONFIG[,BLOCK]", "fit:REPORT[,BLOCK]")
 
 
 @dataclass
@@ -40,14 +45,23 @@ class CostModel:
     a: float = 1.0
     b: float = 0.0
     table: np.ndarray | None = field(default=None, repr=False)
+    fn: Callable[[int], np.ndarray] | None = field(default=None, repr=False)
+    _memo: list[float] = field(default_factory=list, repr=False, compare=False)
 
     def cost(self, p: int) -> float:
+        if self.fn is not None:
+            # NOTE: one position at a time (the connector's pools): memoised, grown by doubling
+            if p >= len(self._memo):
+                self._memo = self.fn(max(p + 1, 2 * len(self._memo), 64)).tolist()
+            return self._memo[p]
         if self.table is not None:
             return float(self.table[min(p, len(self.table) - 1)])
         return self.a + self.b * p
 
     def costs(self, n: int) -> np.ndarray:
         p = np.arange(n, dtype=np.float64)
+        if self.fn is not None:
+            return self.fn(n)
         if self.table is not None:
             idx = np.minimum(np.arange(n), len(self.table) - 1)
             return self.table[idx].astype(np.float64)
@@ -107,4 +121,10 @@ def parse_cost_model(text: str) -> CostModel:
         return CostModel(s, a, b)
     if s.startswith("table:"):
         return CostModel(s, table=_load_table(s[len("table:"):]))
+    if s.startswith("model:"):
+        name, fn = model_cost_fn(s[len("model:"):])
+        return CostModel(name, fn=fn)
+    if s.startswith("fit:"):
+        a, b = fit_coefficients(s[len("fit:"):])
+        return CostModel(s, a, b)
     raise ShadowError(f"unknown cost model {text!r} (known: {', '.join(COST_MODELS)})")
