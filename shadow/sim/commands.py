@@ -11,9 +11,10 @@ from shadow.atomic import atomic_open, check_writable
 from shadow.cli_options import (allow_truncated_option, block_id_option, parse_name_list,
                                 parse_size_list, trace_option)
 from shadow.errors import ShadowError
-from shadow.sim.cost import parse_cost_model
+from shadow.sim.cost import COST_MODELS, parse_cost_model
 from shadow.progress import progress_bar
 from shadow.sim.registry import EXCLUDED, FAMILIES, POLICIES, is_built, policy_info
+from shadow.sim.timing import TIMING_MODES
 
 log = logging.getLogger(__name__)
 
@@ -106,11 +107,16 @@ def format_table(results, sizes: list[int], algos: list[str], cost_uniform: bool
 @click.option("--algo-params", "algo_params", multiple=True,
               help="Policy parameters k=v,k=v for every policy, or algo:k=v,... for one; repeatable.")
 @click.option("--cost-model", default="uniform", show_default=True,
-              help="uniform, position, linear:A,B, table:FILE, qwen3coder30b_blksz_16, qwen3coder30b_blksz_64.")
+              help=f"{', '.join(COST_MODELS)} (docs/sim.md, Cost models).")
 @click.option("--no-pin", is_flag=True, help="Let eviction take blocks the arriving request holds.")
 @click.option("--replay-order", type=click.Choice(["deepest-first", "prefix-order"]),
               default="deepest-first", show_default=True, help="Order of the access phase.")
 @click.option("--no-verify", is_flag=True, help="Skip the residency check after each request.")
+@click.option("--timing", type=click.Choice(list(TIMING_MODES)), default="serial",
+              show_default=True,
+              help="serial: each request whole, one after another; recorded: admit at each "
+                   "request's start time, release at its completion, as the live connector does "
+                   "(a recording; vLLM's block rules, --lookup vllm).")
 @click.option("--lookup", type=click.Choice(["all", "prompt", "vllm"]), default="all",
               show_default=True,
               help="Blocks looked up (counted) per request: all; prompt = input_length // B "
@@ -129,7 +135,7 @@ def format_table(results, sizes: list[int], algos: list[str], cost_uniform: bool
 @allow_truncated_option()
 @block_id_option()
 def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_order, no_verify,
-             lookup, threads, dump_holes, output, fmt, list_algos, allow_truncated,
+             timing, lookup, threads, dump_holes, output, fmt, list_algos, allow_truncated,
              block_id) -> None:
     """Replay a trace through prefix caches and report hit and compute-saving ratios.
 
@@ -142,6 +148,7 @@ def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_or
         return
 
     from shadow.sim.drive import run_trace, sim_decode_threads
+    from shadow.sim.timing import run_trace_recorded
     from shadow.sim.simulator import CacheSpec, Simulator
     from shadow.trace import bundled_trace_path, open_trace
 
@@ -176,6 +183,11 @@ def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_or
         h = tr.header
         if threads is not None and threads < 1:
             raise ShadowError(f"--threads must be at least 1, got {threads}")
+        if timing == "recorded" and lookup not in ("all", "vllm"):
+            raise ShadowError(f"--timing recorded uses vLLM's block rules (--lookup vllm), not "
+                              f"--lookup {lookup}")
+        if timing == "recorded":
+            lookup = "vllm"
         if lookup != "all" and not h.block_size_tokens:
             raise ShadowError(f"{path}: --lookup {lookup} needs the block size in tokens, which "
                               f"the trace's header does not give")
@@ -190,7 +202,10 @@ def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_or
         # NOTE: a sampled policy over a production-size trace runs for minutes: show where the
         # pass is, its rate and ETA (on a terminal only)
         with progress_bar(h.n_block_accesses, "simulating", unit="accesses") as cb:
-            run_trace(sim, tr, path, progress=cb)
+            if timing == "recorded":
+                run_trace_recorded(sim, tr, path, h.block_size_tokens, progress=cb)
+            else:
+                run_trace(sim, tr, path, progress=cb)
     results = sim.results()
 
     if fmt == "table":

@@ -1,0 +1,135 @@
+"""``shadow simulate --timing recorded``: a recording served in the order of its start and
+completion times through the live path (shadow/sim/timing.py), against hand-traced outcomes and
+the serial replay."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from shadow.cli import cli
+from shadow.sim.registry import policy_specs
+from shadow.trace import Batch, LcpWriter
+from shadow.trace.format import RECORD_DTYPE
+
+B = 4   # tokens per block
+
+
+def _recording(path, reqs: list[tuple[int, int, int, int, list[int]]]) -> str:
+    """Write (start us, complete us, input tokens, output tokens, blocks) requests as an lcp
+    trace with block size B, in completion order."""
+    reqs = sorted(reqs, key=lambda r: r[1])
+    rec = np.zeros(len(reqs), dtype=RECORD_DTYPE)
+    for f in ("chat_id", "parent_chat_id", "session_id", "session_next_req"):
+        rec[f] = -1
+    rec["start_time_us"] = [r[0] for r in reqs]
+    rec["complete_time_us"] = [r[1] for r in reqs]
+    rec["input_length"] = [r[2] for r in reqs]
+    rec["output_length"] = [r[3] for r in reqs]
+    rec["n_blocks"] = [len(r[4]) for r in reqs]
+    batch = Batch.from_lists([r[4] for r in reqs], records=rec)
+    with LcpWriter(str(path), block_size_tokens=B) as w:
+        w.write_batch(batch)
+    return str(path)
+
+
+def _simulate(trace: str, *args: str) -> tuple[int, str, dict[tuple[str, int], dict[str, str]]]:
+    r = CliRunner().invoke(cli, ["simulate", "-t", trace, *args], catch_exceptions=False)
+    results = {}
+    for line in r.output.splitlines():
+        if line.startswith("RESULT "):
+            kv = dict(x.split("=", 1) for x in line.split()[1:])
+            results[(kv["algo"], int(kv["cache_size"]))] = kv
+    return r.exit_code, r.output, results
+
+
+# A: prompt blocks 1, 2 (9 tokens: 2 full + a partial one), 4 tokens out -> 12 computed: block 3
+# cached at its completion.  B: starts while A runs, prompt 1, 2, 3, 4 (17 tokens).
+OVERLAP = [(0, 1000, 9, 4, [1, 2, 3]), (500, 2000, 17, 1, [1, 2, 3, 4])]
+
+
+def test_a_request_started_while_another_runs_misses_its_generated_block(tmp_path):
+    trace = _recording(tmp_path / "t.lcp", OVERLAP)
+    rc, out, timed = _simulate(trace, "-c", "64", "-a", "lru,vllm", "--timing", "recorded")
+    assert rc == 0, out
+    _, _, serial = _simulate(trace, "-c", "64", "-a", "lru,vllm", "--lookup", "vllm")
+    for algo in ("lru", "vllm"):
+        # looked up: A (9 - 1) // 4 = 2 blocks, B (17 - 1) // 4 = 4 blocks
+        assert timed[(algo, 64)]["n_blocks"] == serial[(algo, 64)]["n_blocks"] == "6"
+        # serial: A is done (3 cached) before B looks up 1, 2, 3; recorded: 3 comes at 1000 us
+        assert float(serial[(algo, 64)]["block_hit_ratio"]) == pytest.approx(3 / 6)
+        assert float(timed[(algo, 64)]["block_hit_ratio"]) == pytest.approx(2 / 6)
+
+
+def test_held_blocks_make_a_concurrent_request_skip(tmp_path):
+    # two running requests hold 3 + 3 slots of a 5-block cache: the second cannot be admitted
+    trace = _recording(tmp_path / "t.lcp", [(0, 1000, 9, 1, [1, 2]), (10, 900, 9, 1, [7, 8])])
+    _, out, timed = _simulate(trace, "-c", "5", "-a", "lru", "--timing", "recorded")
+    assert timed[("lru", 5)]["n_req_skipped"] == "1", out
+    _, _, serial = _simulate(trace, "-c", "5", "-a", "lru", "--lookup", "vllm")
+    assert serial[("lru", 5)]["n_req_skipped"] == "0"
+
+
+def _sequential(n: int, seed: int) -> list[tuple[int, int, int, int, list[int]]]:
+    """Requests one after another (each starts after the previous completed), shared prefixes."""
+    rng = np.random.default_rng(seed)
+    out, t, nxt = [], 0, 100
+    for _ in range(n):
+        k = int(rng.integers(1, 6))
+        prefix = list(range(1, 1 + int(rng.integers(0, 4))))
+        gen = list(range(nxt, nxt + int(rng.integers(0, 3))))
+        nxt += len(gen) + 1
+        blocks = prefix + list(range(nxt, nxt + k)) + gen
+        nxt += k
+        n_prompt = len(blocks) - len(gen)
+        inp = n_prompt * B + int(rng.integers(1, B))        # a partial last prompt block
+        outp = len(gen) * B + 1
+        out.append((t, t + 100, inp, outp, blocks))
+        t += 200
+    return out
+
+
+def test_sequential_recording_equals_the_serial_replay_for_vllm(tmp_path):
+    """No overlap: the engine's own order is the file's, so `vllm` (whose recency is release
+    order) gives the serial replay's figures under --lookup vllm, at every size that holds the
+    largest request (11 blocks with its partial one; a smaller cache skips requests serially that
+    the live path admits: an admission holds the prompt, the generated blocks come later)."""
+    trace = _recording(tmp_path / "t.lcp", _sequential(200, 1))
+    args = ["-c", "11,12,16,24,64", "-a", "vllm"]
+    _, out, timed = _simulate(trace, *args, "--timing", "recorded")
+    _, _, serial = _simulate(trace, *args, "--lookup", "vllm")
+    assert timed and set(timed) == set(serial), out
+    for key in serial:
+        for f in ("n_req", "n_req_skipped", "n_blocks", "block_hit_ratio", "prefix_hit_ratio",
+                  "n_eviction"):
+            assert timed[key][f] == serial[key][f], (key, f)
+
+
+def test_every_online_policy_runs(tmp_path):
+    trace = _recording(tmp_path / "t.lcp", _sequential(60, 2) + [(50, 12000, 9, 1, [1, 2])])
+    online = [n for n, s in policy_specs().items() if not s.needs_future]
+    rc, out, timed = _simulate(trace, "-c", "8", "-a", ",".join(online), "--timing", "recorded")
+    assert rc == 0, out
+    assert {a for a, _ in timed} == set(online)
+
+
+@pytest.mark.parametrize("reqs,args,words", [
+    (OVERLAP, ["-a", "belady"], r"--timing recorded cannot run belady"),
+    (OVERLAP, ["-a", "lru", "--lookup", "prompt"], r"--timing recorded uses vLLM's block rules"),
+    ([(-1, 1000, 9, 1, [1, 2])], ["-a", "lru"],
+     r"t.lcp: request 0 has start time -1 us and completion time 1000 us: --timing recorded "
+     r"needs both"),
+])
+def test_refused_in_one_line(tmp_path, reqs, args, words):
+    trace = _recording(tmp_path / "t.lcp", reqs)
+    r = subprocess.run([sys.executable, "-m", "shadow", "simulate", "-t", trace, "-c", "8", *args,
+                        "--timing", "recorded", "-o", str(tmp_path / "out.txt")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and re.search(words, r.stderr), r.stderr
+    assert not (tmp_path / "out.txt").exists()
