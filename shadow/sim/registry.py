@@ -29,6 +29,7 @@ POLICIES: dict[str, str] = {
     "randomtwo": "shadow.sim.policies.randomtwo",
     "randomlru": "shadow.sim.policies.randomlru",
     "lfu": "shadow.sim.policies.lfu",
+    "lfuda": "shadow.sim.policies.lfuda",
     "fifo_merge": "shadow.sim.policies.fifo_merge",
     "s3fifo": "shadow.sim.policies.s3fifo",
     "twoq": "shadow.sim.policies.twoq",
