@@ -21,7 +21,7 @@ import numpy as np
 from shadow.atomic import commit, create_temp, discard, output_error
 from shadow.errors import ShadowError
 from shadow.sim.cost import CostModel, parse_cost_model
-from shadow.sim.livewire import OUT_RC, OUT_WIDTH, ROW_WIDTH
+from shadow.sim.livewire import EV_ADMIT, OUT_RC, OUT_WIDTH, ROW_KIND, ROW_WIDTH
 from shadow.sim.loop import FAIL_MESSAGES, CacheRun, live_batch_all, serve_chunks
 from shadow.sim.registry import make_policy, policy_info
 from shadow.sim.live import Admission, LiveBatch
@@ -282,32 +282,46 @@ class Simulator:
         n = len(batch.ev)
         if n == 0:
             return
-        K = len(self.runs)
-        ev = np.array(batch.ev, dtype=np.int64).reshape(n, ROW_WIDTH)
-        offsets = np.array(batch.offsets, dtype=np.int64)
         ids = np.array(batch.flat, dtype=np.int64)
-        ts = np.array(batch.ts, dtype=np.float64)
+        nxt = None
         if batch.nxt:
             nxt = np.full(len(ids), -1, dtype=np.int64)
             for start, values in batch.nxt:
                 nxt[start:start + len(values)] = values
-        else:
-            if len(self._no_next) < len(ids):
-                self._no_next = np.full(max(len(ids), 2 * len(self._no_next)), -1, dtype=np.int64)
-            nxt = self._no_next[:len(ids)]
-        self._ensure_costs(batch.max_len + 1)
-        out_i = np.zeros((n, K, OUT_WIDTH), dtype=np.int64)
-        out_f = np.zeros((n, K, OUT_WIDTH), dtype=np.float64)
+        rc = np.zeros((n, len(self.runs)), dtype=np.int64)
         for e, adm in batch.outside:
-            out_i[e, :, OUT_RC] = adm._i[:, OUT_RC]
-        live_batch_all(self.runs, ev, offsets, ids, nxt, ts, self._cost_exact, self._cost_int,
-                       out_i, out_f, self._n_live)
-        self._n_live += len(batch.admissions)
+            rc[e] = adm._i[:, OUT_RC]
+        out_i, out_f = self.serve_live_arrays(
+            np.array(batch.ev, dtype=np.int64).reshape(n, ROW_WIDTH),
+            np.array(batch.offsets, dtype=np.int64), ids, np.array(batch.ts, dtype=np.float64),
+            rc, batch.max_len, nxt)
         for e, adm in batch.admissions:
             # NOTE: copies, so an in-flight admission does not keep its whole batch alive
             adm._i = out_i[e].copy()
             adm._f = out_f[e].copy()
+
+    def serve_live_arrays(self, ev: np.ndarray, offsets: np.ndarray, ids: np.ndarray,
+                          ts: np.ndarray, rc: np.ndarray, max_len: int,
+                          nxt: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`serve_live` on a batch already in the wire format of ``livewire.pxd``: event
+        rows ``ev``, entry ``offsets`` into ``ids``, a timestamp per event, and ``rc[e, k]`` for
+        a release ``e`` of an admission served in an earlier batch (its ``OUT_RC`` in cache
+        ``k``).  ``max_len``: the longest event's entries plus anonymous slots.  Returns the
+        result arrays ``(out_i, out_f)``, (events, caches, OUT_WIDTH) each."""
+        n, K = ev.shape[0], len(self.runs)
+        if nxt is None:
+            if len(self._no_next) < len(ids):
+                self._no_next = np.full(max(len(ids), 2 * len(self._no_next)), -1, dtype=np.int64)
+            nxt = self._no_next[:len(ids)]
+        self._ensure_costs(int(max_len) + 1)
+        out_i = np.zeros((n, K, OUT_WIDTH), dtype=np.int64)
+        out_f = np.zeros((n, K, OUT_WIDTH), dtype=np.float64)
+        out_i[:, :, OUT_RC] = rc
+        live_batch_all(self.runs, ev, offsets, ids, nxt, ts, self._cost_exact, self._cost_int,
+                       out_i, out_f, self._n_live)
+        self._n_live += int(np.count_nonzero(ev[:, ROW_KIND] == EV_ADMIT)) if n else 0
         self._report()
+        return out_i, out_f
 
     def admit(self, block_ids: Iterable[int], n_match: int | None = None, n_anonymous: int = 0,
               timestamp_s: float = -1.0, next_access: Iterable[int] | None = None) -> Admission:

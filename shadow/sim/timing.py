@@ -31,7 +31,6 @@ import numpy as np
 
 from shadow.errors import ShadowError
 from shadow.sim.registry import policy_info
-from shadow.trace.format import RECORD_DTYPE
 from shadow.sim.vllm_rules import (blocks_held, computed_tokens, full_blocks, max_hit_blocks,
                                    partial_tail_blocks)
 
@@ -41,30 +40,41 @@ if TYPE_CHECKING:
 #: ``--timing`` modes.
 TIMING_MODES = ("serial", "recorded")
 
-#: Events per :meth:`Simulator.serve_live` call.
-BATCH_EVENTS = 4096
+#: Events per :meth:`Simulator.serve_live_arrays` call.
+BATCH_EVENTS = 8192
 
 
-def _load(tr) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The whole trace's records, offsets and block ids (time order needs all of it)."""
-    recs = [np.zeros(0, dtype=RECORD_DTYPE)]
+#: The record fields the recorded timing reads.
+FIELDS = ("start_time_us", "complete_time_us", "input_length", "output_length")
+
+
+def _load(tr) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """The whole trace's timing fields (int64 each), offsets and block ids (time order needs all
+    of it).  NOTE: plain int64 columns, not whole records: concatenating structured batches
+    field by field cost as much as serving them."""
+    cols: dict[str, list[np.ndarray]] = {f: [np.zeros(0, dtype=np.int64)] for f in FIELDS}
     offs = [np.zeros(1, dtype=np.int64)]
     ids = [np.zeros(0, dtype=np.int64)]
     base = 0
     for batch in tr:
-        recs.append(np.asarray(batch.records))
+        for f in FIELDS:
+            cols[f].append(np.asarray(batch.records[f], dtype=np.int64))
         o = np.asarray(batch.offsets, dtype=np.int64)
         offs.append(o[1:] + base)
         base += int(o[-1])
         ids.append(np.asarray(batch.block_ids, dtype=np.int64))
-    return np.concatenate(recs), np.concatenate(offs), np.concatenate(ids)
+    return ({f: np.concatenate(v) for f, v in cols.items()}, np.concatenate(offs),
+            np.concatenate(ids))
 
 
 def run_trace_recorded(sim: "Simulator", tr, path: str | os.PathLike[str], block_size: int,
                        progress: Callable[[int, int], None] | None = None) -> None:
     """Serve the trace ``tr`` in the order of its recorded start and completion times, through
     the live path of every cache of ``sim``; then close ``sim`` (abort it on any failure)."""
-    from shadow.sim.live import Admission, LiveBatch   # NOTE: the Cython loop, only when run
+    # NOTE: the Cython modules, only when run (the CLI reads TIMING_MODES at start-up)
+    from shadow.sim.livewire import (EV_ADMIT, EV_RELEASE, OUT_RC, ROW_KIND, ROW_LINK,
+                                     ROW_N_ANONYMOUS, ROW_N_ANONYMOUS_FINAL, ROW_N_BLOCKS,
+                                     ROW_N_MATCH, ROW_WIDTH)
 
     try:
         oracles = sorted({s.policy for s in sim.specs if policy_info(s.policy).needs_next_access})
@@ -75,17 +85,17 @@ def run_trace_recorded(sim: "Simulator", tr, path: str | os.PathLike[str], block
             raise ShadowError(f"{path}: --timing recorded needs the block size in tokens, which "
                               f"the trace's header does not give")
         rec, off, ids = _load(tr)
-        n = int(rec.shape[0])
-        start = rec["start_time_us"].astype(np.int64)
-        done = rec["complete_time_us"].astype(np.int64)
+        start = rec["start_time_us"]
+        done = rec["complete_time_us"]
+        n = int(start.shape[0])
         bad = np.flatnonzero((start < 0) | (done < start))
         if bad.shape[0]:
             r = int(bad[0])
             raise ShadowError(f"{path}: request {r} has start time {int(start[r])} us and "
                               f"completion time {int(done[r])} us: --timing recorded needs both "
                               f"(a recording has them; a trace with arrival times only does not)")
-        inp = rec["input_length"].astype(np.int64)
-        out = np.maximum(rec["output_length"].astype(np.int64), 1)
+        inp = rec["input_length"]
+        out = np.maximum(rec["output_length"], 1)
         nb = np.diff(off)
         n_prompt = np.minimum(full_blocks(inp, block_size), nb)
         n_match = np.minimum(max_hit_blocks(inp, block_size), n_prompt)
@@ -93,38 +103,52 @@ def run_trace_recorded(sim: "Simulator", tr, path: str | os.PathLike[str], block
         n_comp = computed_tokens(inp, out)
         n_full = np.minimum(full_blocks(n_comp, block_size), nb)
         n_final = partial_tail_blocks(n_comp, np.maximum(n_full, n_prompt), block_size)
-        # events: (time, 0 = release before 1 = admission at equal times, request index)
+        n_rel = np.maximum(n_full, n_prompt)             # a release's entries: admitted + generated
+        # events in time order; at equal times releases first, then admissions, then the release
+        # of a request that started as it finished (after its own admission); then file order
         times = np.concatenate([done, start])
-        kinds = np.concatenate([np.zeros(n, dtype=np.int64), np.ones(n, dtype=np.int64)])
+        kinds = np.concatenate([np.where(done == start, 2, 0), np.ones(n, dtype=np.int64)])
         reqs = np.concatenate([np.arange(n), np.arange(n)])
-        order = np.lexsort((reqs, kinds, times))
-        adms: dict[int, Admission] = {}
-        done_req = np.zeros(n, dtype=bool)
-        lb = LiveBatch()
+        if n and int(times.max()) < (1 << 60):
+            # NOTE: one stable sort of time * 4 + kind is the lexsort (the concatenation is in
+            # file order within a kind) at a third of its cost
+            order = np.argsort(times * 4 + kinds, kind="stable")
+        else:
+            order = np.lexsort((reqs, kinds, times))
+        K = len(sim.runs)
+        rc_of = np.zeros((n, K), dtype=np.int8)         # each admission's OUT_RC per cache
+        pos = np.full(n, -1, dtype=np.int64)            # an admission's event in this chunk
         served_requests = served_accesses = 0
-        for e in order.tolist():
-            r = int(reqs[e])
-            a = int(off[r])
-            if kinds[e] == 1 and done_req[r]:
-                continue                     # it started as it finished: served already
-            if r not in adms:
-                adms[r] = lb.admit(ids[a:a + int(n_prompt[r])].tolist(), int(n_match[r]),
-                                   int(n_anon[r]), float(start[r]) / 1e6)
-            if kinds[e] == 0:
-                done_req[r] = True
-                lb.release(adms.pop(r), ids[a + int(n_prompt[r]):a + int(n_full[r])].tolist(),
-                           int(n_final[r]))
-                served_requests += 1
-                served_accesses += int(nb[r])
-            if len(lb) >= BATCH_EVENTS:
-                sim.serve_live(lb)
-                lb = LiveBatch()
-                if progress is not None:
-                    progress(served_accesses, served_requests)
-        if len(lb):
-            sim.serve_live(lb)
-        if progress is not None:
-            progress(served_accesses, served_requests)
+        for c0 in range(0, 2 * n, BATCH_EVENTS):
+            e = order[c0:c0 + BATCH_EVENTS]
+            r = reqs[e]
+            adm = kinds[e] == 1
+            rel = ~adm
+            m = e.shape[0]
+            L = np.where(adm, n_prompt[r], n_rel[r])
+            offsets = np.zeros(m + 1, dtype=np.int64)
+            np.cumsum(L, out=offsets[1:])
+            gather = np.repeat(off[r] - offsets[:-1], L) + np.arange(int(offsets[-1]))
+            ev = np.zeros((m, ROW_WIDTH), dtype=np.int64)
+            ev[:, ROW_KIND] = np.where(adm, EV_ADMIT, EV_RELEASE)
+            ev[:, ROW_N_BLOCKS] = n_prompt[r]
+            ev[:, ROW_N_MATCH] = np.where(adm, n_match[r], 0)
+            ev[:, ROW_N_ANONYMOUS] = n_anon[r]
+            ev[:, ROW_N_ANONYMOUS_FINAL] = np.where(adm, 0, n_final[r])
+            here = np.flatnonzero(adm)
+            pos[r[here]] = here
+            ev[:, ROW_LINK] = np.where(rel, pos[r], -1)
+            pos[r[here]] = -1
+            rc = np.zeros((m, K), dtype=np.int64)
+            outside = rel & (ev[:, ROW_LINK] < 0)
+            rc[outside] = rc_of[r[outside]]
+            max_len = int(np.max(L + np.where(adm, n_anon[r], n_final[r]))) if m else 0
+            out_i, _ = sim.serve_live_arrays(ev, offsets, ids[gather], start[r] / 1e6, rc, max_len)
+            rc_of[r[here]] = out_i[here, :, OUT_RC]
+            served_requests += int(np.count_nonzero(rel))
+            served_accesses += int(nb[r[rel]].sum())
+            if progress is not None:
+                progress(served_accesses, served_requests)
     except BaseException:
         sim.abort()
         raise
