@@ -30,6 +30,7 @@ POLICIES: dict[str, str] = {
     "randomlru": "shadow.sim.policies.randomlru",
     "lfu": "shadow.sim.policies.lfu",
     "lfuda": "shadow.sim.policies.lfuda",
+    "hyperbolic": "shadow.sim.policies.hyperbolic",
     "fifo_merge": "shadow.sim.policies.fifo_merge",
     "s3fifo": "shadow.sim.policies.s3fifo",
     "twoq": "shadow.sim.policies.twoq",
