@@ -31,6 +31,7 @@ POLICIES: dict[str, str] = {
     "lfu": "shadow.sim.policies.lfu",
     "lfuda": "shadow.sim.policies.lfuda",
     "hyperbolic": "shadow.sim.policies.hyperbolic",
+    "size": "shadow.sim.policies.size",
     "fifo_merge": "shadow.sim.policies.fifo_merge",
     "s3fifo": "shadow.sim.policies.s3fifo",
     "twoq": "shadow.sim.policies.twoq",
