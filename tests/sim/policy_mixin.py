@@ -5,7 +5,7 @@ Usage, in ``tests/sim/test_<name>.py``::
     class TestMine(PolicyMixin):
         NAME = "mine"
 
-The class is skipped ("not built yet") while the policy's extension module is missing.
+The class fails while the policy's extension module is missing (a registered policy must be built).
 """
 
 from __future__ import annotations

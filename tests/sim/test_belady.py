@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from shadow.sim import CacheSpec, Simulator
 from shadow.sim.oracle import recompute_next_access
-from shadow.sim.registry import is_built, list_policies, make_policy, policy_info
+from shadow.sim.registry import list_policies, make_policy, policy_info
 from shadow.trace.batch import Batch
 from tests.sim._traces import next_access
 from tests.sim.policy_mixin import PolicyMixin, prefix_traces
@@ -52,17 +51,14 @@ def test_belady_heap_invariant_under_churn():
     p.check()
 
 
-ONLINE = [n for n in list_policies() if not policy_info(n).needs_next_access] if is_built("belady") else []
+ONLINE = [n for n in list_policies() if not policy_info(n).needs_next_access]
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(trace=prefix_traces, capacity=st.integers(1, 24), pin=st.booleans())
 @example(trace=[[1], [2], [3, 4], [2, 5, 6, 7], [1]], capacity=3, pin=False)  # a skipped request
 def test_belady_hits_at_least_every_online_policy(trace, capacity, pin):
-    if not is_built("belady"):
-        pytest.skip("belady not built yet")
-    names = [n for n in ONLINE if is_built(n)]
-    sim = Simulator([CacheSpec(n, capacity) for n in ["belady"] + names], pin=pin)
+    sim = Simulator([CacheSpec(n, capacity) for n in ["belady"] + ONLINE], pin=pin)
     batch = Batch.from_lists(trace, next_access=next_access(trace))
     # NOTE: belady is optimal only with next accesses that leave out the requests it skips.
     src = recompute_next_access([batch], [capacity])

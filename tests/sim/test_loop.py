@@ -7,7 +7,6 @@ import pytest
 
 from shadow.errors import ShadowError
 from shadow.sim import CacheSpec, Simulator
-from shadow.sim.registry import is_built
 from shadow.trace.batch import Batch
 from tests.sim._traces import SYNTHETIC, batches_of, next_access, random_trace, read_jsonl
 
@@ -109,11 +108,9 @@ def test_lru_hits_never_fall_as_cache_grows():
 
 
 def test_belady_at_least_every_online_policy():
-    if not is_built("belady"):
-        pytest.skip("policy belady not built yet")
     trace = read_jsonl(SYNTHETIC)[:1500]
-    online = [a for a in ("lru", "fifo", "clock", "sieve", "s3fifo", "arc", "twoq", "slru",
-                          "lfu", "gdsf", "vllm") if is_built(a)]
+    online = ["lru", "fifo", "clock", "sieve", "s3fifo", "arc", "twoq", "slru", "lfu", "gdsf",
+              "vllm"]
     for size in (512, 2048):
         res = feed_all(Simulator([CacheSpec(a, size) for a in online + ["belady"]]), trace, 500)
         best = res[-1].block_hit_ratio
@@ -228,8 +225,6 @@ def test_twoq_spilled_eviction_is_unexpected_in_both_loops():
     # so 2Q (as libCacheSim's TwoQ) evicts Am's tail inside insert; both loops count it.
     from tests.sim.policy_mixin import run_both
 
-    if not is_built("twoq"):
-        pytest.skip("policy twoq not built yet")
     rng = np.random.default_rng(160)
     trace = random_trace(rng, 40, n_roots=2, max_len=int(rng.integers(3, 9)), n_raw=3)
     got, want, gc, wc, sim, ref = run_both("twoq", "Ain-size-ratio=0.5,Aout-size-ratio=1.0", 4,
@@ -246,8 +241,6 @@ def test_reference_loop_batches_evict_n_like_the_cython_loop(name):
     # the reference loop asks for the same batches, so the two loops agree exactly.
     from tests.sim.policy_mixin import run_both
 
-    if not is_built(name):
-        pytest.skip(f"policy {name} not built yet")
     for seed in range(4):
         trace = random_trace(np.random.default_rng(seed), 60, n_roots=3, max_len=8, n_raw=4)
         for pin in (False, True):

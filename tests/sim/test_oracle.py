@@ -19,13 +19,9 @@ from shadow.sim import CacheSpec, Simulator
 from shadow.sim.oracle import attach_next_access, recompute_next_access
 from shadow.sim.reference import make_reference
 from shadow.sim.reference.loop import RefCache
-from shadow.sim.registry import is_built
 from shadow.trace.batch import Batch
 from tests.sim._traces import intern_prefix, next_access
 from tests.sim.policy_mixin import prefix_traces, raw_traces
-
-pytestmark = pytest.mark.skipif(not (is_built("belady") and is_built("belady_compute")),
-                                reason="oracle policies not built yet")
 
 # R3 (3 distinct blocks) is skipped by a 2-block cache.  In the trace's annotation block 1's next
 # access is inside R3 (position 4), so at R2 belady keeps 1 and evicts 2, and R4 misses.  Without

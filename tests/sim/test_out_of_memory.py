@@ -11,7 +11,6 @@ grown) fails for real.  The child prints what it saw as JSON; an abort would kil
 
 import pytest
 
-from shadow.sim.registry import is_built
 from tests.oom_support import run_child
 
 _CHILD = r'''
@@ -132,8 +131,6 @@ def _check_failed_cleanly(out: dict, n_before: int) -> None:
 @pytest.mark.parametrize("name", ["lru", "s3fifo", "arc", "lfu", "random_compute_small_queue",
                                   "partial_node_random_compute", "belady"])
 def test_slot_ids_widening_without_memory_fails_the_cache_not_the_process(name):
-    if not is_built(name):
-        pytest.skip(f"policy {name} not built")
     before = [[1, 2, 3, 4], [1, 2, 5], [6, 7]]
     out = _child({"kind": "loop", "name": name, "params": "", "capacity": 4 << 20,
                   "before": before, "big": [8, 9, 2**40, 10]})
@@ -146,8 +143,6 @@ def test_slot_ids_widening_without_memory_fails_the_cache_not_the_process(name):
 # (about 15 MiB) cannot be had, every entry is live, so the blocks past it stay off the ring
 # (sf_push's out-of-memory path).
 def test_full_fifo_without_memory_to_grow_fails_the_cache_not_the_process():
-    if not is_built("s3fifo"):
-        pytest.skip("policy s3fifo not built")
     capacity = 4 << 20
     before = [{"first": 1, "n": capacity}, [capacity + 1]]    # fill, then one eviction
     big = {"first": capacity + 2, "n": (capacity * 5) // 8 + 50_000}

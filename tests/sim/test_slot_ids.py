@@ -8,7 +8,7 @@ from dataclasses import asdict
 import numpy as np
 import pytest
 
-from shadow.sim.registry import is_built, make_policy, policy_specs
+from shadow.sim.registry import make_policy, policy_specs
 
 INT32_MAX = 2**31 - 1
 
@@ -19,11 +19,6 @@ _POLICIES = ([(n, s.reference_params) for n, s in _SPECS.items()]
              + [("clock", "n-bit-counter=2"), ("gdsf", "cost-aware=true")])
 # and the production params of those that batch their evictions (compared with small ids only)
 _BATCHED = [(n, "") for n, s in _SPECS.items() if s.reference_params]
-
-
-def _skip_unbuilt(name: str) -> None:
-    if not is_built(name):
-        pytest.skip(f"policy {name} not built yet")
 
 
 def _widening_map(cut: int, top: int, last: int) -> dict[int, int]:
@@ -64,7 +59,6 @@ def _random_trace(seed: int, n_req: int = 900) -> list[list[int]]:
 def test_policies_exact_with_ids_widening_mid_run(name, params, capacity):
     from tests.sim.policy_mixin import run_both
 
-    _skip_unbuilt(name)
     small = _random_trace(capacity)
     # the cut: the largest id of the first third of the requests (the cache is full by then)
     cut = max(max(r) for r in small[:300])
@@ -110,7 +104,7 @@ def test_large_caches_widen_mid_run_with_the_same_decisions(capacity):
             break
     assert cut is not None
     trace, m = _jumping(small, cut)
-    specs = [(n, capacity, p) for n, p in _POLICIES + _BATCHED if is_built(n)]
+    specs = [(n, capacity, p) for n, p in _POLICIES + _BATCHED]
     sim_a, per_a = _run_sim(specs, small)
     sim_b, per_b = _run_sim(specs, trace)
     assert per_a == per_b
@@ -128,7 +122,6 @@ def test_large_caches_widen_mid_run_with_the_same_decisions(capacity):
 @pytest.mark.parametrize("name,params", _POLICIES + _BATCHED)
 @pytest.mark.parametrize("big", [INT32_MAX - 2, 2**32 + 7, 2**62])
 def test_direct_widening_with_free_slots_and_pins(name, params, big):
-    _skip_unbuilt(name)
     rng = np.random.default_rng(11)
     cap = 24
     a, b = make_policy(name, cap, params), make_policy(name, cap, params)

@@ -15,7 +15,7 @@ import pytest
 lcs = pytest.importorskip("libcachesim")
 
 from shadow.sim.reference.loop import RefCache  # noqa: E402
-from shadow.sim.registry import is_built, policy_specs  # noqa: E402
+from shadow.sim.registry import policy_specs  # noqa: E402
 from tests.sim._traces import next_access, random_trace  # noqa: E402
 from tests.sim.policy_mixin import run_both  # noqa: E402
 
@@ -106,8 +106,6 @@ def _lcs_hits(name: str, capacity: int, trace):
 @pytest.mark.parametrize("capacity", [4, 9, 23])
 @pytest.mark.parametrize("name", sorted(LIBCACHESIM))
 def test_same_per_request_hits_as_libcachesim(name, capacity, seed):
-    if not is_built(name):
-        pytest.skip(f"policy {name} not built yet")
     rng = np.random.default_rng(seed)
     trace = random_trace(rng, 120, n_roots=3, max_len=10, n_raw=4)
     want, want_stats = _lcs_hits(name, capacity, trace)
