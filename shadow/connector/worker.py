@@ -165,6 +165,18 @@ class Snapshot:
     stopped: tuple[int, ...]
 
 
+#: The CACHE_FIELDS columns the worker counts itself (tokens), not the cache: a reset leaves
+#: them alone, while the cache's own counters go on from a base.
+TOKEN_COLUMNS = (CACHE_FIELDS.index("query_tokens"), CACHE_FIELDS.index("prefix_hit_tokens"))
+
+
+def counter_row(r: Any, query_tokens: float, prefix_hit_tokens: float) -> tuple[float, ...]:
+    """One cache's counters in CACHE_FIELDS order (``metrics.Payload``'s ``c`` rows)."""
+    return (r.n_req, r.n_req_skipped, r.n_blocks, r.n_hits, r.n_prefix_hits, r.total_cost,
+            r.saved_cost, r.prefix_saved_cost, query_tokens, prefix_hit_tokens, r.n_eviction,
+            r.n_self_eviction)
+
+
 def cache_key(label: str, capacity: int) -> str:
     return f"{label}|{capacity}"
 
@@ -211,10 +223,9 @@ class _Caches:
         #: the engine-capacity pool as -1 when it is kept unreported
         self.all_pools = list(self.pools) if engine else [*self.pools, (-1, self.engine_pool)]
 
-    def counters(self) -> list[list[float]]:
-        return [[r.n_req, r.n_req_skipped, r.n_blocks, r.n_hits, r.n_prefix_hits,
-                 r.total_cost, r.saved_cost, r.prefix_saved_cost, 0.0, 0.0,
-                 r.n_eviction, r.n_self_eviction] for r in self.runs]
+    def counters(self) -> list[tuple[float, ...]]:
+        """Per cache, its counters in the Snapshot's column order (token columns 0)."""
+        return [counter_row(r, 0.0, 0.0) for r in self.runs]
 
     def counted(self) -> list[int]:
         """Per simulator cache, the admissions it has counted (served or skipped)."""
@@ -598,12 +609,10 @@ class ShadowWorker:
         base = self._base if self._has_base else None
         for i, r in enumerate(self._sim.runs):
             tk = tok[i]
-            row = (r.n_req, r.n_req_skipped, r.n_blocks, r.n_hits, r.n_prefix_hits,
-                   r.total_cost, r.saved_cost, r.prefix_saved_cost, tk[0], tk[1],
-                   r.n_eviction, r.n_self_eviction)
+            row = counter_row(r, tk[0], tk[1])
             if base is not None:
                 b = base[i]
-                row = tuple(v + b[j] if j not in (8, 9) else v for j, v in enumerate(row))
+                row = tuple(v + b[j] if j not in TOKEN_COLUMNS else v for j, v in enumerate(row))
             rows.append(row)
             stopped.append(1 if r.failed else 0)
         rec = self.recorder
