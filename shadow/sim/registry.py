@@ -34,6 +34,7 @@ POLICIES: dict[str, str] = {
     "size": "shadow.sim.policies.size",
     "fifo_merge": "shadow.sim.policies.fifo_merge",
     "s3fifo": "shadow.sim.policies.s3fifo",
+    "qdlp": "shadow.sim.policies.qdlp",
     "twoq": "shadow.sim.policies.twoq",
     "arc": "shadow.sim.policies.arc",
     "slru": "shadow.sim.policies.slru",
