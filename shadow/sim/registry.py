@@ -35,6 +35,7 @@ POLICIES: dict[str, str] = {
     "fifo_merge": "shadow.sim.policies.fifo_merge",
     "s3fifo": "shadow.sim.policies.s3fifo",
     "qdlp": "shadow.sim.policies.qdlp",
+    "s3fifod": "shadow.sim.policies.s3fifod",
     "twoq": "shadow.sim.policies.twoq",
     "arc": "shadow.sim.policies.arc",
     "slru": "shadow.sim.policies.slru",

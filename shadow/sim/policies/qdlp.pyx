@@ -49,10 +49,10 @@ from libc.string cimport memset
 
 from shadow.errors import ShadowError
 from shadow.sim.policy cimport Policy, Access
-from shadow.sim.policies._dlist cimport DList, dl_init, dl_free, dl_push_head, dl_unlink, dl_move_head
-from shadow.sim.policies._ghost cimport (GhostRing, gr_init, gr_free, gr_ids, gr_find, gr_remove,
-                                         gr_push_bounded, SlotFIFO, sf_init, sf_free, sf_slots,
-                                         sf_push, sf_remove, sf_remove_at, sf_next_pos, sf_tail)
+from shadow.sim.policies._dlist cimport dl_init, dl_free, dl_unlink
+from shadow.sim.policies._ghost cimport (gr_init, gr_free, gr_ids, gr_find, gr_remove,
+                                         gr_push_bounded, sf_init, sf_free, sf_slots, sf_push,
+                                         sf_remove, sf_remove_at, sf_next_pos)
 from shadow.sim.registry import PolicySpec
 
 SPEC = PolicySpec(
@@ -69,13 +69,6 @@ _MAIN_BITS = {"fifo": 0, "clock": 1, "clock2": 2, "clock3": 3}
 
 cdef class QDLP(Policy):
     """See the module docstring."""
-    cdef SlotFIFO fifo
-    cdef int32_t* qpos          # FIFO ring position of a slot, -1 when it is not on the FIFO
-    cdef DList main
-    cdef uint8_t* freq
-    cdef GhostRing ghost
-    cdef uint8_t max_freq
-    cdef readonly int64_t fifo_size, main_size, ghost_size, threshold
 
     def __cinit__(self, int64_t capacity, double fifo_ratio=0.10, double ghost_ratio=0.9,
                   int main_bits=2, int64_t threshold=1, *args, **kwargs):
@@ -100,34 +93,8 @@ cdef class QDLP(Policy):
         free(self.freq)
         gr_free(&self.ghost)
 
-    cdef inline int32_t _clock_victim(self) noexcept nogil:
-        """Main's CLOCK victim, unlinked but still resident, passing pinned blocks with counter
-        0 in place; -1 when every main block is pinned (counters lowered on the way)."""
-        cdef int32_t s = self.main.tail, nxt
-        while s >= 0:
-            if self.freq[s] >= 1:
-                self.freq[s] -= 1
-                nxt = self.main.prev[s]
-                dl_move_head(&self.main, s)
-                # NOTE: the head itself moves nowhere; look at it again with its lowered counter.
-                s = nxt if nxt >= 0 else s
-            elif self.pins[s] > 0:
-                s = self.main.prev[s]
-            else:
-                dl_unlink(&self.main, s)
-                return s
-        return -1
-
-    cdef inline void _to_main(self, int32_t s) noexcept nogil:
-        self.freq[s] = 0
-        dl_push_head(&self.main, s)
-
     cdef void hit(self, int64_t slot, const Access* acc) noexcept nogil:
-        if self.qpos[slot] >= 0:
-            if self.freq[slot] < 255:
-                self.freq[slot] += 1
-        elif self.freq[slot] < self.max_freq:
-            self.freq[slot] += 1
+        self._count(slot)
 
     cdef int64_t insert(self, const Access* acc) noexcept nogil:
         cdef int64_t pos = gr_find(&self.ghost, acc.block_id)
@@ -136,7 +103,7 @@ cdef class QDLP(Policy):
         if pos >= 0:
             gr_remove(&self.ghost, pos)
             if self.main_n() >= self.main_size:
-                v = self._clock_victim()
+                v = self._clock_victim(True)
                 if v >= 0:
                     self._drop_slot(v)
             slot = self._take_slot(acc.block_id)
@@ -146,9 +113,6 @@ cdef class QDLP(Policy):
         self.freq[slot] = 0
         sf_push(&self.fifo, slot)
         return slot
-
-    cdef inline int64_t main_n(self) noexcept nogil:
-        return self.n_resident - self.fifo.n
 
     cdef int64_t evict(self, const Access* acc) noexcept nogil:
         cdef int64_t p = self.fifo.tail if self.fifo.n > 0 else -1, nxt
@@ -160,7 +124,7 @@ cdef class QDLP(Policy):
             nxt = sf_next_pos(&self.fifo, p)
             if self.freq[s] >= self.threshold:
                 if self.main_n() >= self.main_size:
-                    v = self._clock_victim()
+                    v = self._clock_victim(True)
                     if v >= 0:
                         sf_remove_at(&self.fifo, p, s)
                         self._to_main(s)
@@ -174,33 +138,18 @@ cdef class QDLP(Policy):
                 gr_push_bounded(&self.ghost, block_id)
                 return block_id
             p = nxt
-        v = self._clock_victim()
+        v = self._clock_victim(True)
         if v >= 0:
             return self._drop_slot(v)
         # best effort: every main block is pinned
         if self.fifo.n > 0:
-            p = self.fifo.tail
-            s = -1
-            while p >= 0:
-                if self.pins[self.fifo.q[p]] <= 0:
-                    s = self.fifo.q[p]
-                    break
-                p = sf_next_pos(&self.fifo, p)
-            if s < 0:
-                s = sf_tail(&self.fifo)
+            s = self._fifo_oldest_unpinned()
             sf_remove(&self.fifo, s)
             block_id = self._drop_slot(s)
             gr_push_bounded(&self.ghost, block_id)
             return block_id
-        s = self.main.tail
-        if s < 0:
-            return 0
-        while self.freq[s] >= 1:
-            self.freq[s] -= 1
-            dl_move_head(&self.main, s)
-            s = self.main.tail
-        dl_unlink(&self.main, s)
-        return self._drop_slot(s)
+        v = self._clock_victim(False)
+        return self._drop_slot(v) if v >= 0 else 0
 
     cdef void remove(self, int64_t slot) noexcept nogil:
         if self.qpos[slot] >= 0:
@@ -226,18 +175,26 @@ cdef class QDLP(Policy):
         return out
 
 
-def make(capacity: int, params: dict) -> QDLP:
+def main_params(name: str, params: dict) -> tuple[float, int, int]:
+    """``fifo-size-ratio``, the main CLOCK's counter bits and ``move-to-main-threshold``, checked
+    (qdlp's and s3fifod's)."""
     fifo = float(params.get("fifo-size-ratio", 0.10))
-    ghost = float(params.get("ghost-size-ratio", 0.9))
     main = str(params.get("main-cache", "Clock2")).lower()
     threshold = int(params.get("move-to-main-threshold", 1))
     if not 0.0 <= fifo < 1.0:
-        raise ShadowError(f"policy qdlp: fifo-size-ratio must be in [0, 1), got {fifo}")
-    if not 0.0 <= ghost <= 4.0:
-        raise ShadowError(f"policy qdlp: ghost-size-ratio must be in [0, 4], got {ghost}")
+        raise ShadowError(f"policy {name}: fifo-size-ratio must be in [0, 1), got {fifo}")
     if main not in _MAIN_BITS:
-        raise ShadowError(f"policy qdlp: main-cache must be one of Clock, Clock2, Clock3, FIFO, "
+        raise ShadowError(f"policy {name}: main-cache must be one of Clock, Clock2, Clock3, FIFO, "
                           f"got {params.get('main-cache')!r}")
     if not 1 <= threshold <= 255:
-        raise ShadowError(f"policy qdlp: move-to-main-threshold must be in [1, 255], got {threshold}")
-    return QDLP(capacity, fifo, ghost, _MAIN_BITS[main], threshold)
+        raise ShadowError(f"policy {name}: move-to-main-threshold must be in [1, 255], got "
+                          f"{threshold}")
+    return fifo, _MAIN_BITS[main], threshold
+
+
+def make(capacity: int, params: dict) -> QDLP:
+    fifo, main_bits, threshold = main_params("qdlp", params)
+    ghost = float(params.get("ghost-size-ratio", 0.9))
+    if not 0.0 <= ghost <= 4.0:
+        raise ShadowError(f"policy qdlp: ghost-size-ratio must be in [0, 4], got {ghost}")
+    return QDLP(capacity, fifo, ghost, main_bits, threshold)
