@@ -6,6 +6,7 @@ on it, and as a second, independent interning for the peer-results check.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from shadow.trace.batch import Batch
 ROOT = Path(__file__).resolve().parents[2]
 SYNTHETIC = ROOT / "shadow" / "data" / "mooncake_synthetic.jsonl"
 PEER_RESULTS = ROOT / "tests" / "data" / "peer_results_synthetic.txt"
+CONVERSATION = ROOT / "tests" / "data" / "mooncake_conversation.jsonl"
 
 
 def intern_prefix(raw_requests: list[list[int]]) -> list[list[int]]:
@@ -57,6 +59,12 @@ def read_jsonl(path: Path = SYNTHETIC) -> list[list[int]]:
     return intern_prefix(raw)
 
 
+@functools.lru_cache(maxsize=None)
+def conversation() -> list[list[int]]:
+    """The bundled Mooncake conversation trace (read once per process; do not modify it)."""
+    return read_jsonl(CONVERSATION)
+
+
 def batch_of(requests: list[list[int]], with_next: bool = True, first_request: int = 0) -> Batch:
     return Batch.from_lists(requests, next_access=next_access(requests) if with_next else None,
                             first_request=first_request)
@@ -82,3 +90,16 @@ def random_trace(rng: np.random.Generator, n_req: int, n_roots: int = 4, max_len
         n = int(rng.integers(1, max_len + 1))
         raw.append([root * 1000 + int(rng.integers(0, n_raw)) if i else root for i in range(n)])
     return intern_prefix(raw)
+
+
+def hit_ratios(policy: str, sizes, trace: list[list[int]], params: str = "",
+               batch: int = 2000) -> dict[int, float]:
+    """Block hit ratio per size of ``policy`` over ``trace`` in the Cython loop, pins off,
+    prefix order (as libcachesim serves it)."""
+    from shadow.sim import CacheSpec, Simulator
+
+    sim = Simulator([CacheSpec(policy, c, params) for c in sizes], pin=False,
+                    replay_order="prefix-order")
+    for b in batches_of(trace, size=batch):
+        sim.feed(b)
+    return {r.spec.capacity: r.n_hits / r.n_blocks for r in sim.results()}

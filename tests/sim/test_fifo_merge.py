@@ -14,10 +14,9 @@ from shadow.sim import CacheSpec, Simulator
 from shadow.sim.reference import make_reference
 from shadow.sim.reference.loop import RefCache
 from shadow.sim.registry import make_policy
-from tests.sim._traces import ROOT, batches_of, read_jsonl
+from tests.sim._traces import batches_of, conversation
 from tests.sim.policy_mixin import PolicyMixin
 
-CONVERSATION = ROOT / "tests" / "data" / "mooncake_conversation.jsonl"
 SIZES = (1024, 4096, 16384)
 
 
@@ -75,17 +74,12 @@ def test_bad_parameters_are_refused(bad):
 
 
 @functools.lru_cache(maxsize=None)
-def _conversation() -> list[list[int]]:
-    return read_jsonl(CONVERSATION)
-
-
-@functools.lru_cache(maxsize=None)
 def _conversation_results() -> dict[tuple[str, str, int], tuple[float, int]]:
     """Pins off, prefix-order replay: (hit ratio, evictions) per (policy, params, size)."""
     runs = [("fifo", ""), ("fifo_merge", ""), ("fifo_merge", "n-exam=16384")]
     sim = Simulator([CacheSpec(a, c, p) for a, p in runs for c in SIZES], pin=False,
                     replay_order="prefix-order")
-    for b in batches_of(_conversation(), size=700):
+    for b in batches_of(conversation(), size=700):
         sim.feed(b)
     return {(r.spec.policy, r.spec.params, r.spec.capacity): (r.block_hit_ratio, r.n_eviction)
             for r in sim.results()}
@@ -96,7 +90,7 @@ def test_conversation_equals_reference(capacity):
     """The reference, event by event over the whole trace: the same hits and evictions."""
     ref = RefCache(make_reference("fifo_merge", capacity), capacity, pin=False,
                    replay_order="prefix-order")
-    for req in _conversation():
+    for req in conversation():
         ref.serve(req)
     st = ref.stats()
     assert _conversation_results()[("fifo_merge", "", capacity)] == (

@@ -9,12 +9,9 @@ import functools
 import pytest
 
 from shadow.errors import ShadowError
-from shadow.sim import CacheSpec, Simulator
-from shadow.sim.reference.loop import RefCache
 from shadow.sim.registry import make_policy
-from tests.sim._traces import batches_of, next_access
+from tests.sim._traces import conversation, hit_ratios
 from tests.sim.policy_mixin import PolicyMixin
-from tests.sim.test_random import _conversation
 
 
 class TestHyperbolic(PolicyMixin):
@@ -69,35 +66,16 @@ SIZES = (1024, 8192, 32768)
 
 
 def _lcs_hit_ratio(capacity: int) -> float:
-    """libcachesim's Hyperbolic through the unpinned reference loop; its victim is its own
-    sampled choice (``to_evict``), then removed."""
+    """libcachesim's Hyperbolic through the unpinned reference loop, its own sampled victims."""
     lcs = pytest.importorskip("libcachesim")
-    from tests.sim.test_vs_libcachesim import LibCacheSimAdapter
+    from tests.sim.test_vs_libcachesim import own_victim_hit_ratio
 
-    cache = lcs.Hyperbolic(capacity)
-    adapter = LibCacheSimAdapter(cache)
-
-    def own_victim(acc, pinned: set[int]) -> int:
-        victim = cache.to_evict(adapter._req(acc.block_id, acc)).obj_id
-        cache.remove(victim)
-        adapter.resident.discard(victim)
-        return victim
-
-    adapter.evict = own_victim
-    ref = RefCache(adapter, capacity, pin=False, replay_order="prefix-order")
-    trace = _conversation()
-    for req, nxt in zip(trace, next_access(trace)):
-        ref.serve(req, nxt)
-    return ref.stats()["n_hits"] / ref.stats()["n_blocks"]
+    return own_victim_hit_ratio(lcs.Hyperbolic(capacity), capacity, conversation())
 
 
 @functools.lru_cache(maxsize=None)
 def _shadow_hit_ratios(params: str = "") -> dict[int, float]:
-    sim = Simulator([CacheSpec("hyperbolic", c, params) for c in SIZES], pin=False,
-                    replay_order="prefix-order")
-    for b in batches_of(_conversation(), size=2000):
-        sim.feed(b)
-    return {r.spec.capacity: r.n_hits / r.n_blocks for r in sim.results()}
+    return hit_ratios("hyperbolic", SIZES, conversation(), params)
 
 
 @pytest.mark.parametrize("capacity", SIZES)

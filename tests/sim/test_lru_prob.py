@@ -3,7 +3,6 @@ PyPI libcachesim ``LRUProb`` (exact at ``prob=1``, hit ratios within a tolerance
 
 from __future__ import annotations
 
-import functools
 
 import numpy as np
 import pytest
@@ -15,10 +14,9 @@ from shadow.sim.reference.lru_prob import threshold_of as ref_threshold_of
 from shadow.sim.reference.random_compute import SplitMix64
 from shadow.sim.registry import make_policy
 from shadow.sim.policies.lru_prob import threshold_of
-from tests.sim._traces import ROOT, batches_of, next_access, random_trace, read_jsonl
+from tests.sim._traces import batches_of, conversation, next_access, random_trace
 from tests.sim.policy_mixin import PolicyMixin, run_both
 
-CONVERSATION = ROOT / "tests" / "data" / "mooncake_conversation.jsonl"
 SIZES = (1024, 4096, 16384)
 #: |shadow - libcachesim| block hit ratio allowed on the conversation trace.  The two draw from
 #: different generators (splitmix64 here, libCacheSim's next_rand there), so they promote different
@@ -101,15 +99,10 @@ def test_prob_one_is_libcachesims_per_request(capacity, seed):
     assert got_c["n_eviction"] == ref.stats()["n_eviction"]
 
 
-@functools.lru_cache(maxsize=None)
-def _conversation() -> list[list[int]]:
-    return read_jsonl(CONVERSATION)
-
-
 @pytest.mark.parametrize("prob", [0.5, 0.2])
 def test_hit_ratio_close_to_libcachesim_on_conversation(prob):
     """Pins off, prefix-order replay, the whole conversation trace at three sizes."""
-    trace = _conversation()
+    trace = conversation()
     sim = Simulator([CacheSpec("lru_prob", c, f"prob={prob}") for c in SIZES], pin=False,
                     replay_order="prefix-order")
     for b in batches_of(trace, size=700):

@@ -8,15 +8,12 @@ import functools
 
 import pytest
 
-from shadow.sim import CacheSpec, Simulator
 from shadow.sim.reference import make_reference
-from shadow.sim.reference.loop import RefCache
 from shadow.sim.reference.random_compute import SplitMix64
 from shadow.sim.registry import make_policy
-from tests.sim._traces import ROOT, batches_of, next_access, read_jsonl
+from tests.sim._traces import conversation, hit_ratios
 from tests.sim.policy_mixin import PolicyMixin
 
-CONVERSATION = ROOT / "tests" / "data" / "mooncake_conversation.jsonl"
 
 
 class TestRandom(PolicyMixin):
@@ -94,40 +91,16 @@ TOLERANCE = 0.006
 SIZES = (1024, 8192, 32768)
 
 
-@functools.lru_cache(maxsize=None)
-def _conversation() -> list[list[int]]:
-    return read_jsonl(CONVERSATION)
-
-
 def _lcs_hit_ratio(capacity: int) -> float:
     lcs = pytest.importorskip("libcachesim")
-    from tests.sim.test_vs_libcachesim import LibCacheSimAdapter
+    from tests.sim.test_vs_libcachesim import own_victim_hit_ratio
 
-    class Adapter(LibCacheSimAdapter):
-        """libCacheSim's own victim: ``to_evict`` is Random's draw and ``evict`` is that draw
-        removed, so ``to_evict`` then ``remove`` names the victim without probing every id."""
-
-        def evict(self, acc, pinned: set[int]) -> int:
-            assert not pinned
-            victim = self.cache.to_evict(self._req(acc.block_id, acc)).obj_id
-            assert self.cache.remove(victim)
-            self.resident.discard(victim)
-            return victim
-
-    trace = _conversation()
-    ref = RefCache(Adapter(lcs.Random(capacity)), capacity, pin=False, replay_order="prefix-order")
-    for req, nxt in zip(trace, next_access(trace)):
-        ref.serve(req, nxt)
-    s = ref.stats()
-    return s["n_hits"] / s["n_blocks"]
+    return own_victim_hit_ratio(lcs.Random(capacity), capacity, conversation())
 
 
 @functools.lru_cache(maxsize=None)
 def _shadow_hit_ratios() -> dict[int, float]:
-    sim = Simulator([CacheSpec("random", c) for c in SIZES], pin=False, replay_order="prefix-order")
-    for b in batches_of(_conversation(), size=2000):
-        sim.feed(b)
-    return {r.spec.capacity: r.n_hits / r.n_blocks for r in sim.results()}
+    return hit_ratios("random", SIZES, conversation())
 
 
 @pytest.mark.parametrize("capacity", SIZES)

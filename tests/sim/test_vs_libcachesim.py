@@ -95,6 +95,29 @@ class LibCacheSimAdapter:
         pass
 
 
+class OwnVictimAdapter(LibCacheSimAdapter):
+    """A sampling policy's own victim: libcachesim's ``to_evict`` names its draw and ``remove``
+    takes it (its ``evict`` would draw again, and finding the victim by probing every resident
+    id is slow)."""
+
+    def evict(self, acc, pinned: set[int]) -> int:
+        assert not pinned, "libcachesim cannot honour pins"
+        victim = self.cache.to_evict(self._req(acc.block_id, acc)).obj_id
+        assert self.cache.remove(victim)
+        self.resident.discard(victim)
+        return victim
+
+
+def own_victim_hit_ratio(cache, capacity: int, trace: list[list[int]]) -> float:
+    """Block hit ratio of the libcachesim ``cache`` (its own victims) over ``trace``: the
+    unpinned reference loop, prefix order, next-access times given."""
+    ref = RefCache(OwnVictimAdapter(cache), capacity, pin=False, replay_order="prefix-order")
+    for req, nxt in zip(trace, next_access(trace)):
+        ref.serve(req, nxt)
+    s = ref.stats()
+    return s["n_hits"] / s["n_blocks"]
+
+
 def _lcs_hits(name: str, capacity: int, trace):
     ref = RefCache(LibCacheSimAdapter(LIBCACHESIM[name](capacity)), capacity, pin=False)
     nxt = next_access(trace)
