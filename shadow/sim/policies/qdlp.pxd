@@ -5,7 +5,7 @@ from libc.stdint cimport int64_t, int32_t, uint8_t
 
 from shadow.sim.policy cimport Policy
 from shadow.sim.policies._dlist cimport DList, dl_push_head, dl_unlink, dl_move_head
-from shadow.sim.policies._ghost cimport GhostRing, SlotFIFO, sf_next_pos, sf_tail
+from shadow.sim.policies._ghost cimport GhostRing, SlotFIFO, sf_next_pos, sf_push, sf_tail
 
 
 cdef class QDLP(Policy):
@@ -23,6 +23,19 @@ cdef class QDLP(Policy):
     cdef inline void _to_main(self, int32_t s) noexcept nogil:
         self.freq[s] = 0
         dl_push_head(&self.main, s)
+
+    cdef inline int64_t _insert_main(self, int64_t block_id) noexcept nogil:
+        """A ghost hit: the block goes straight into main (the caller made room there)."""
+        cdef int64_t slot = self._take_slot(block_id)
+        self._to_main(<int32_t>slot)
+        return slot
+
+    cdef inline int64_t _insert_fifo(self, int64_t block_id) noexcept nogil:
+        """A new block: onto the FIFO with no hits."""
+        cdef int64_t slot = self._take_slot(block_id)
+        self.freq[slot] = 0
+        sf_push(&self.fifo, slot)
+        return slot
 
     cdef inline void _count(self, int64_t slot) noexcept nogil:
         """A hit's ``freq += 1``: up to 255 on the FIFO, up to the counter's max in main."""

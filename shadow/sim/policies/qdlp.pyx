@@ -51,7 +51,7 @@ from shadow.errors import ShadowError
 from shadow.sim.policy cimport Policy, Access
 from shadow.sim.policies._dlist cimport dl_init, dl_free, dl_unlink
 from shadow.sim.policies._ghost cimport (gr_init, gr_free, gr_ids, gr_find, gr_remove,
-                                         gr_push_bounded, sf_init, sf_free, sf_slots, sf_push,
+                                         gr_push_bounded, sf_init, sf_free, sf_slots,
                                          sf_remove, sf_remove_at, sf_next_pos)
 from shadow.sim.registry import PolicySpec
 
@@ -98,7 +98,6 @@ cdef class QDLP(Policy):
 
     cdef int64_t insert(self, const Access* acc) noexcept nogil:
         cdef int64_t pos = gr_find(&self.ghost, acc.block_id)
-        cdef int64_t slot
         cdef int32_t v
         if pos >= 0:
             gr_remove(&self.ghost, pos)
@@ -106,13 +105,8 @@ cdef class QDLP(Policy):
                 v = self._clock_victim(True)
                 if v >= 0:
                     self._drop_slot(v)
-            slot = self._take_slot(acc.block_id)
-            self._to_main(<int32_t>slot)
-            return slot
-        slot = self._take_slot(acc.block_id)
-        self.freq[slot] = 0
-        sf_push(&self.fifo, slot)
-        return slot
+            return self._insert_main(acc.block_id)
+        return self._insert_fifo(acc.block_id)
 
     cdef int64_t evict(self, const Access* acc) noexcept nogil:
         cdef int64_t p = self.fifo.tail if self.fifo.n > 0 else -1, nxt

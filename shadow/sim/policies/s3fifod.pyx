@@ -53,7 +53,7 @@ from libc.stdint cimport int64_t, int32_t
 
 from shadow.sim.policy cimport Access
 from shadow.sim.policies._ghost cimport (GhostRing, gr_init, gr_free, gr_ids, gr_find, gr_remove,
-                                         gr_push_bounded, sf_push, sf_remove, sf_remove_at,
+                                         gr_push_bounded, sf_remove, sf_remove_at,
                                          sf_next_pos)
 from shadow.sim.policies.qdlp cimport QDLP
 from shadow.sim.policies.qdlp import main_params
@@ -146,7 +146,7 @@ cdef class S3FIFOd(QDLP):
             self._histories(acc.block_id)
 
     cdef int64_t insert(self, const Access* acc) noexcept nogil:
-        cdef int64_t pos, slot
+        cdef int64_t pos
         cdef int32_t v
         self._adapt()
         pos = gr_find(&self.ghost, acc.block_id)
@@ -159,13 +159,8 @@ cdef class S3FIFOd(QDLP):
                 if v < 0:
                     break
                 self._drop_slot(v)
-            slot = self._take_slot(acc.block_id)
-            self._to_main(<int32_t>slot)
-            return slot
-        slot = self._take_slot(acc.block_id)
-        self.freq[slot] = 0
-        sf_push(&self.fifo, slot)
-        return slot
+            return self._insert_main(acc.block_id)
+        return self._insert_fifo(acc.block_id)
 
     cdef int64_t evict(self, const Access* acc) noexcept nogil:
         cdef int64_t p, nxt
