@@ -108,21 +108,30 @@ class QDLP:
                 del self.fifo[bid]
                 self.main[bid] = 0
             elif bid not in pinned:
-                del self.fifo[bid]
-                self._ghost_add(bid)
-                return bid
-        victim = self._clock_victim(pinned)
+                return self._fifo_out(bid)
+        return self._last_resort(pinned)
+
+    def _main_victim(self, pinned) -> int | None:
+        return self._clock_victim(pinned)
+
+    def _fifo_out(self, bid: int) -> int:
+        """Evict FIFO block ``bid`` into the ghost."""
+        del self.fifo[bid]
+        self._ghost_add(bid)
+        return bid
+
+    def _last_resort(self, pinned) -> int:
+        """No FIFO block could go: main's victim; every main block pinned: the oldest unpinned
+        FIFO block, else the oldest, else main's victim regardless of pins (best effort)."""
+        victim = self._main_victim(pinned)
         if victim is not None:
             return victim
-        # every main block is pinned: best effort
         victim = next((b for b in self.fifo if b not in pinned), None)
         if victim is None and self.fifo:
             victim = next(iter(self.fifo))
         if victim is not None:
-            del self.fifo[victim]
-            self._ghost_add(victim)
-            return victim
-        return self._clock_victim(frozenset()) or 0
+            return self._fifo_out(victim)
+        return self._main_victim(frozenset()) or 0
 
     def remove(self, bid: int) -> bool:
         return self.fifo.pop(bid, None) is not None or self.main.pop(bid, None) is not None

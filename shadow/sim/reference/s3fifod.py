@@ -131,16 +131,7 @@ class S3FIFOd(QDLP):
                         return victim
             elif bid not in pinned:
                 return self._fifo_out(bid)
-        victim = self._main_victim(pinned)
-        if victim is not None:
-            return victim
-        # every main block is pinned: best effort
-        victim = next((b for b in self.fifo if b not in pinned), None)
-        if victim is None and self.fifo:
-            victim = next(iter(self.fifo))
-        if victim is not None:
-            return self._fifo_out(victim)
-        return self._main_victim(frozenset()) or 0
+        return self._last_resort(pinned)
 
 
 def make(capacity: int, params: dict) -> S3FIFOd:
