@@ -7,7 +7,8 @@ runs, and its generated blocks enter the cache when it finishes.  With start and
 (:class:`~shadow.sim.live.LiveBatch`) replays that:
 
 * each request is admitted at its ``start_time_us`` and released at its ``complete_time_us``, all
-  events in time order (at equal times releases first, then file order);
+  events in time order (at equal times releases first, then admissions, then the release of a
+  request that started as it finished; then file order);
 * the admission holds the prompt's full blocks, ``input_length // B`` of the request's blocks,
   looks up ``(input_length - 1) // B`` of them (vLLM recomputes the last prompt token) and
   reserves the prompt's partial last block; the release inserts the generated blocks vLLM cached
@@ -102,8 +103,8 @@ def run_trace_recorded(sim: "Simulator", tr, path: str | os.PathLike[str], block
         n_anon = blocks_held(inp, block_size) - full_blocks(inp, block_size)
         n_comp = computed_tokens(inp, out)
         n_full = np.minimum(full_blocks(n_comp, block_size), nb)
-        n_final = partial_tail_blocks(n_comp, np.maximum(n_full, n_prompt), block_size)
         n_rel = np.maximum(n_full, n_prompt)             # a release's entries: admitted + generated
+        n_final = partial_tail_blocks(n_comp, n_rel, block_size)
         # events in time order; at equal times releases first, then admissions, then the release
         # of a request that started as it finished (after its own admission); then file order
         times = np.concatenate([done, start])
