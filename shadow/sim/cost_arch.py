@@ -117,9 +117,8 @@ def _linear_per_token(c: _Config) -> float:
     if c.get("kv_lora_rank"):
         nope, rope = c.num("qk_nope_head_dim"), c.num("qk_rope_head_dim", positive=False)
         v_dim, kv_rank = c.num("v_head_dim"), c.num("kv_lora_rank")
-        q_rank = c.get("q_lora_rank")
-        q = (d * c.num("q_lora_rank") + c.num("q_lora_rank") * nh * (nope + rope)) if q_rank \
-            else d * nh * (nope + rope)
+        q_rank = c.num("q_lora_rank") if c.get("q_lora_rank") else 0.0
+        q = d * q_rank + q_rank * nh * (nope + rope) if q_rank else d * nh * (nope + rope)
         attn = q + d * (kv_rank + rope) + kv_rank * nh * (nope + v_dim) + nh * v_dim * d
     else:
         hd = c.num("head_dim", d / nh)
