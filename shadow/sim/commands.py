@@ -14,6 +14,7 @@ from shadow.errors import ShadowError
 from shadow.sim.cost import COST_MODELS, parse_cost_model
 from shadow.progress import progress_bar
 from shadow.sim.registry import EXCLUDED, FAMILIES, POLICIES, is_built, policy_info
+from shadow.sim.service import SERVICE_DEFAULTS
 from shadow.sim.timing import TIMING_MODES
 
 log = logging.getLogger(__name__)
@@ -116,7 +117,11 @@ def format_table(results, sizes: list[int], algos: list[str], cost_uniform: bool
               show_default=True,
               help="serial: each request whole, one after another; recorded: admit at each "
                    "request's start time, release at its completion, as the live connector does "
-                   "(a recording; vLLM's block rules, --lookup vllm).")
+                   "(a recording; vLLM's block rules, --lookup vllm); model: as recorded, the "
+                   "start and completion times from --service and the arrival times.")
+@click.option("--service", default=None, metavar="SPEC",
+              help="--timing model's service model: prefill=TOKENS_PER_S,decode=TOKENS_PER_S,"
+                   f"concurrency=N or fit:REPORT (replay's report.json) [{SERVICE_DEFAULTS}].")
 @click.option("--lookup", type=click.Choice(["all", "prompt", "vllm"]), default="all",
               show_default=True,
               help="Blocks looked up (counted) per request: all; prompt = input_length // B "
@@ -135,7 +140,7 @@ def format_table(results, sizes: list[int], algos: list[str], cost_uniform: bool
 @allow_truncated_option()
 @block_id_option()
 def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_order, no_verify,
-             timing, lookup, threads, dump_holes, output, fmt, list_algos, allow_truncated,
+             timing, service, lookup, threads, dump_holes, output, fmt, list_algos, allow_truncated,
              block_id) -> None:
     """Replay a trace through prefix caches and report hit and compute-saving ratios.
 
@@ -148,6 +153,7 @@ def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_or
         return
 
     from shadow.sim.drive import run_trace, sim_decode_threads
+    from shadow.sim.service import parse_service
     from shadow.sim.timing import run_trace_recorded
     from shadow.sim.simulator import CacheSpec, Simulator
     from shadow.trace import bundled_trace_path, open_trace
@@ -174,6 +180,9 @@ def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_or
         policy_info(a)                         # unknown / not built: a clear error now
     params = parse_algo_params(algo_params, algos)
     cost = parse_cost_model(cost_model)
+    if service is not None and timing != "model":
+        raise ShadowError(f"--service is --timing model's, not --timing {timing}'s")
+    model = parse_service(service) if timing == "model" else None
     specs = [CacheSpec(a, s, params[a]) for s in sizes for a in algos]
     if output:
         check_writable(output)   # NOTE: a missing or read-only directory now, not after the run
@@ -183,10 +192,10 @@ def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_or
         h = tr.header
         if threads is not None and threads < 1:
             raise ShadowError(f"--threads must be at least 1, got {threads}")
-        if timing == "recorded" and lookup not in ("all", "vllm"):
-            raise ShadowError(f"--timing recorded uses vLLM's block rules (--lookup vllm), not "
+        if timing != "serial" and lookup not in ("all", "vllm"):
+            raise ShadowError(f"--timing {timing} uses vLLM's block rules (--lookup vllm), not "
                               f"--lookup {lookup}")
-        if timing == "recorded":
+        if timing != "serial":
             lookup = "vllm"
         if lookup != "all" and not h.block_size_tokens:
             raise ShadowError(f"{path}: --lookup {lookup} needs the block size in tokens, which "
@@ -202,8 +211,9 @@ def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_or
         # NOTE: a sampled policy over a production-size trace runs for minutes: show where the
         # pass is, its rate and ETA (on a terminal only)
         with progress_bar(h.n_block_accesses, "simulating", unit="accesses") as cb:
-            if timing == "recorded":
-                run_trace_recorded(sim, tr, path, h.block_size_tokens, progress=cb)
+            if timing != "serial":
+                run_trace_recorded(sim, tr, path, h.block_size_tokens, progress=cb,
+                                   service=model)
             else:
                 run_trace(sim, tr, path, progress=cb)
     results = sim.results()

@@ -36,10 +36,11 @@ from shadow.sim.vllm_rules import (blocks_held, computed_tokens, full_blocks, ma
                                    partial_tail_blocks)
 
 if TYPE_CHECKING:
+    from shadow.sim.service import ServiceModel
     from shadow.sim.simulator import Simulator
 
 #: ``--timing`` modes.
-TIMING_MODES = ("serial", "recorded")
+TIMING_MODES = ("serial", "recorded", "model")
 
 #: Events per :meth:`Simulator.serve_live_arrays` call.
 BATCH_EVENTS = 8192
@@ -69,32 +70,48 @@ def _load(tr) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
 
 
 def run_trace_recorded(sim: "Simulator", tr, path: str | os.PathLike[str], block_size: int,
-                       progress: Callable[[int, int], None] | None = None) -> None:
-    """Serve the trace ``tr`` in the order of its recorded start and completion times, through
-    the live path of every cache of ``sim``; then close ``sim`` (abort it on any failure)."""
+                       progress: Callable[[int, int], None] | None = None,
+                       prefix_hits: np.ndarray | None = None,
+                       service: "ServiceModel | None" = None) -> None:
+    """Serve the trace ``tr`` (an open trace, or any iterable of its batches) in the order of its
+    recorded start and completion times, through the live path of every cache of ``sim``; then
+    close ``sim`` (abort it on any failure).  ``prefix_hits`` (int64, requests x caches, file
+    order), when given, receives each admission's first-miss hit blocks per cache, -1 where the
+    cache skipped the request or had stopped.  With ``service`` (``--timing model``) the start
+    and completion times come from that model (:mod:`shadow.sim.service`) and the trace's
+    arrival times instead."""
     # NOTE: the Cython modules, only when run (the CLI reads TIMING_MODES at start-up)
-    from shadow.sim.livewire import (EV_ADMIT, EV_RELEASE, OUT_RC, ROW_KIND, ROW_LINK,
-                                     ROW_N_ANONYMOUS, ROW_N_ANONYMOUS_FINAL, ROW_N_BLOCKS,
+    from shadow.sim.livewire import (EV_ADMIT, EV_RELEASE, OUT_PREFIX_HITS, OUT_RC, ROW_KIND,
+                                     ROW_LINK, ROW_N_ANONYMOUS, ROW_N_ANONYMOUS_FINAL, ROW_N_BLOCKS,
                                      ROW_N_MATCH, ROW_WIDTH)
 
+    mode = "recorded" if service is None else "model"
     try:
         oracles = sorted({s.policy for s in sim.specs if policy_info(s.policy).needs_next_access})
         if oracles:
-            raise ShadowError(f"--timing recorded cannot run {', '.join(oracles)}: an oracle's "
-                              f"next-access times follow the file's order, not the recorded times")
+            raise ShadowError(f"--timing {mode} cannot run {', '.join(oracles)}: an oracle's "
+                              f"next-access times follow the file's order, not the {mode} times")
         if block_size < 1:
-            raise ShadowError(f"{path}: --timing recorded needs the block size in tokens, which "
+            raise ShadowError(f"{path}: --timing {mode} needs the block size in tokens, which "
                               f"the trace's header does not give")
         rec, off, ids = _load(tr)
         start = rec["start_time_us"]
         done = rec["complete_time_us"]
         n = int(start.shape[0])
+        if service is not None:
+            arrival = np.where(start >= 0, start, done)
+            bad = np.flatnonzero(arrival < 0)
+            if bad.shape[0]:
+                raise ShadowError(f"{path}: request {int(bad[0])} has no arrival time (start "
+                                  f"and completion time unknown): --timing model needs one")
+            start, done = service.schedule(arrival, rec["input_length"], rec["output_length"])
         bad = np.flatnonzero((start < 0) | (done < start))
         if bad.shape[0]:
             r = int(bad[0])
             raise ShadowError(f"{path}: request {r} has start time {int(start[r])} us and "
                               f"completion time {int(done[r])} us: --timing recorded needs both "
-                              f"(a recording has them; a trace with arrival times only does not)")
+                              f"(a recording has them; for a trace with arrival times only, "
+                              f"--timing model)")
         inp = rec["input_length"]
         out = np.maximum(rec["output_length"], 1)
         nb = np.diff(off)
@@ -146,6 +163,9 @@ def run_trace_recorded(sim: "Simulator", tr, path: str | os.PathLike[str], block
             max_len = int(np.max(L + np.where(adm, n_anon[r], n_final[r]))) if m else 0
             out_i, _ = sim.serve_live_arrays(ev, offsets, ids[gather], start[r] / 1e6, rc, max_len)
             rc_of[r[here]] = out_i[here, :, OUT_RC]
+            if prefix_hits is not None:
+                prefix_hits[r[here]] = np.where(out_i[here, :, OUT_RC] == 0,
+                                                out_i[here, :, OUT_PREFIX_HITS], -1)
             served_requests += int(np.count_nonzero(rel))
             served_accesses += int(nb[r[rel]].sum())
             if progress is not None:

@@ -185,3 +185,113 @@ def test_equals_admit_and_release_one_at_a_time(tmp_path):
         assert (int(got["n_req"]), int(got["n_req_skipped"]), int(got["n_blocks"]),
                 int(got["n_eviction"])) == (r.n_req, r.n_req_skipped, r.n_blocks, r.n_eviction)
         assert float(got["block_hit_ratio"]) == pytest.approx(r.block_hit_ratio, abs=1e-6), out
+
+
+# --timing model: a trace of arrivals served with the service model's start and completion times
+# (shadow/sim/service.py), hand-computed.
+
+def _arrivals(path, reqs: list[tuple[int, int, int, list[int]]]) -> str:
+    """(arrival us, input tokens, output tokens, blocks): a converted trace's shape, the arrival
+    in complete_time_us (Mooncake's `timestamp`) and no start time."""
+    return _recording(path, [(-1, t, inp, outp, blocks) for t, inp, outp, blocks in reqs])
+
+
+def test_service_schedule_queues_at_the_concurrency_limit():
+    from shadow.sim.service import parse_service
+    m = parse_service("prefill=1000,decode=100,concurrency=2")
+    # durations: 1000 tokens in -> 1 s prefill; 50 out -> 0.5 s decode; 1.5 s = 1,500,000 us
+    arrival = np.array([0, 100, 200, 5_000_000, 1_499_999])
+    inp = np.array([1000, 1000, 500, 1000, 0])
+    out = np.array([50, 50, 0, 100, 1])
+    start, done = m.schedule(arrival, inp, out)
+    # A (0) and B (100) start at arrival; C (200) waits for A (done 1.5 s); E (1,499,999) waits
+    # for B (done 1,500,100); D (5 s) finds a free slot
+    c_dur = 500_000 + 10_000                     # 500 tokens + max(0, 1) = 1 decode token
+    assert done.tolist()[:2] == [1_500_000, 1_500_100]
+    assert start.tolist() == [0, 100, 1_500_000, 5_000_000, 1_500_100]
+    assert done.tolist()[2:] == [1_500_000 + c_dur, 5_000_000 + 2_000_000, 1_500_100 + 10_000]
+
+
+def test_service_fit_takes_the_prefill_model(tmp_path):
+    import json
+    from shadow.sim.service import parse_service
+    rep = tmp_path / "report.json"
+    rep.write_text(json.dumps({"prefill_model": {"coef": [0.01, 0.0005, 2e-7]}}))
+    m = parse_service(f"fit:{rep},decode=20,concurrency=3")
+    assert (m.concurrency, m.decode, m.a, m.d) == (3, 20.0, 0.01, 2e-7)
+    assert m.prefill == pytest.approx(2000.0)
+    # 400 tokens: 0.01 + 400 * 0.0005 + 2e-7 * 400 * 400 / 2 = 0.226 s; 10 out at 20/s: 0.5 s
+    start, done = m.schedule(np.array([7]), np.array([400]), np.array([10]))
+    assert (int(start[0]), int(done[0])) == (7, 7 + 726_000)
+
+
+def test_model_timing_serves_as_recorded_at_the_modelled_times(tmp_path):
+    """Prefill 4 tokens/ms (B = 4: a block per ms), decode 1 token/ms, one at a time: A (9
+    tokens, 4 out) runs 0..6.25 ms; B arrives at 1 ms and starts when A completes, after A's
+    generated block 3 is in, so it hits 1, 2, 3 as the serial replay does; with room for both,
+    B starts at 1 ms and misses block 3 (as OVERLAP under --timing recorded)."""
+    trace = _arrivals(tmp_path / "t.lcp", [(0, 9, 4, [1, 2, 3]), (1000, 17, 1, [1, 2, 3, 4])])
+    svc = "prefill=4000,decode=1000,concurrency={}"
+    for conc, hit in ((1, 3 / 6), (2, 2 / 6)):
+        rc, out, res = _simulate(trace, "-c", "64", "-a", "lru,vllm", "--timing", "model",
+                                 "--service", svc.format(conc))
+        assert rc == 0, out
+        for algo in ("lru", "vllm"):
+            assert res[(algo, 64)]["n_blocks"] == "6"
+            assert float(res[(algo, 64)]["block_hit_ratio"]) == pytest.approx(hit), (conc, algo)
+
+
+def test_model_timing_equals_recorded_on_the_modelled_times(tmp_path):
+    """--timing model is --timing recorded on a recording carrying the model's times."""
+    from shadow.sim.service import parse_service
+    reqs = _overlapping(200, 5)
+    arrivals = [(t0, inp, outp, blocks) for t0, _t1, inp, outp, blocks in reqs]
+    trace = _arrivals(tmp_path / "a.lcp", arrivals)
+    svc = "prefill=2000,decode=50,concurrency=3"
+    start, done = parse_service(svc).schedule(np.array([a[0] for a in arrivals]),
+                                              np.array([a[1] for a in arrivals]),
+                                              np.array([a[2] for a in arrivals]))
+    rec = _recording(tmp_path / "r.lcp", [(int(s), int(d), *a[1:]) for s, d, a in
+                                          zip(start, done, arrivals)])
+    args = ["-c", "8,16,64", "-a", "lru,vllm,s3fifo,arc"]
+    _, out, modelled = _simulate(trace, *args, "--timing", "model", "--service", svc)
+    _, _, recorded = _simulate(rec, *args, "--timing", "recorded")
+    assert modelled and modelled == {k: {**v, "trace": modelled[k]["trace"]}
+                                     for k, v in recorded.items()}, out
+
+
+@pytest.mark.parametrize("service,words", [
+    ("prefill=0", r"--service: prefill must be a positive number, got '0'"),
+    ("decode=fast", r"--service: decode must be a positive number, got 'fast'"),
+    ("concurrency=2.5", r"--service: concurrency must be a positive integer, got '2.5'"),
+    ("concurrency=0", r"--service: concurrency must be a positive integer"),
+    ("prefill=nan", r"--service: prefill must be a positive number"),
+    ("speed=3", r"--service: unknown parameter 'speed=3'"),
+    ("decode=3,decode=4", r"--service: decode given twice"),
+    ("fit:/nonexistent/report.json", r"--service fit:/nonexistent/report.json: cannot read"),
+    ("fit:{bad},decode=2", r"the fitted prefill model needs finite a, b, d >= 0"),
+    ("fit:{none}", r"the report has no fitted prefill model"),
+    ("fit:{bad},prefill=100", r"prefill and fit: both set the prefill speed"),
+])
+def test_bad_service_refused_in_one_line(tmp_path, service, words):
+    import json
+    (tmp_path / "bad.json").write_text(json.dumps({"prefill_model": {"coef": [0.1, -0.001]}}))
+    (tmp_path / "none.json").write_text(json.dumps({"prefill_model": None}))
+    service = service.format(bad=tmp_path / "bad.json", none=tmp_path / "none.json")
+    trace = _arrivals(tmp_path / "t.lcp", [(0, 9, 4, [1, 2, 3])])
+    r = subprocess.run([sys.executable, "-m", "shadow", "simulate", "-t", trace, "-c", "8",
+                        "-a", "lru", "--timing", "model", "--service", service,
+                        "-o", str(tmp_path / "out.txt")], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and r.stdout == ""
+    assert len(r.stderr.strip().splitlines()) == 1 and re.search(words, r.stderr), r.stderr
+    assert not (tmp_path / "out.txt").exists()
+
+
+def test_service_outside_timing_model_is_refused(tmp_path):
+    trace = _arrivals(tmp_path / "t.lcp", [(0, 9, 4, [1, 2, 3])])
+    r = subprocess.run([sys.executable, "-m", "shadow", "simulate", "-t", trace, "-c", "8",
+                        "-a", "lru", "--service", "decode=3"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 2 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1
+    assert "--service is --timing model's, not --timing serial's" in r.stderr
