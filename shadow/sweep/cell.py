@@ -17,18 +17,29 @@ def run_cell(cell: Cell) -> str:
     """Simulate ``cell`` and return the simulator's RESULT line(s) for it."""
     # NOTE: imported here so the driver (and `shadow sweep --help`) never loads the extensions.
     from shadow.sim.drive import run_trace, sim_decode_threads
+    from shadow.sim.service import parse_service
     from shadow.sim.simulator import CacheSpec, Simulator
+    from shadow.sim.timing import run_trace_recorded
     from shadow.trace import open_trace
 
     if not os.path.isfile(cell.trace):
         raise ShadowError(f"{cell.trace}: no such trace file (with --executor ray the path must "
                           f"exist on every node)")
-    sim = Simulator([CacheSpec(cell.algo, cell.capacity, cell.params)], cost_model=cell.cost_model,
-                    pin=cell.pin, replay_order=cell.replay_order, verify=True,
-                    trace_name=cell.trace_name, block_id=cell.block_id)
+    timing, _, service = cell.timing.partition(":")
     with open_trace(cell.trace, allow_truncated=cell.allow_truncated, block_id=cell.block_id,
                     decode_threads=sim_decode_threads()) as tr:
-        run_trace(sim, tr, cell.trace)
+        # NOTE: as `shadow simulate --timing recorded|model`: vLLM's block rules (--lookup vllm)
+        timed = timing != "serial"
+        sim = Simulator([CacheSpec(cell.algo, cell.capacity, cell.params)],
+                        cost_model=cell.cost_model, pin=cell.pin, replay_order=cell.replay_order,
+                        verify=True, trace_name=cell.trace_name, block_id=cell.block_id,
+                        lookup="vllm" if timed else "all",
+                        block_size_tokens=tr.header.block_size_tokens)
+        if timed:
+            run_trace_recorded(sim, tr, cell.trace, tr.header.block_size_tokens,
+                               service=parse_service(service) if timing == "model" else None)
+        else:
+            run_trace(sim, tr, cell.trace)
     results = sim.results()
     for r in results:
         if r.error:

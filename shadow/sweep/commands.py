@@ -9,6 +9,9 @@ import click
 
 from shadow.cli_options import allow_truncated_option, block_id_option, parse_name_list, parse_size
 from shadow.errors import ShadowError
+from shadow.sim.registry import policy_info
+from shadow.sim.service import parse_service
+from shadow.sim.timing import TIMING_MODES
 from shadow.sweep.plan import parse_capacities, plan_cells
 
 REPLAY_ORDERS = ("deepest-first", "prefix-order")
@@ -90,6 +93,12 @@ def _check_policies_and_costs(algos: list[tuple[str, str]], cost_models: list[st
               help="Let eviction take blocks the arriving request already holds.")
 @click.option("--replay-order", type=click.Choice(REPLAY_ORDERS), default="deepest-first",
               show_default=True, help="Replay a request from its deepest block or from its first.")
+@click.option("--timing", "timings", multiple=True, type=click.Choice(list(TIMING_MODES)),
+              default=("serial",), show_default=True,
+              help="As shadow simulate --timing (repeatable: one cell per timing); recorded and "
+                   "model use vLLM's block rules (--lookup vllm).")
+@click.option("--service", default=None, metavar="SPEC",
+              help="--timing model's service model, as shadow simulate --service.")
 @block_id_option()
 @allow_truncated_option()
 @click.option("--progress/--no-progress", default=None,
@@ -97,7 +106,8 @@ def _check_policies_and_costs(algos: list[tuple[str, str]], cost_models: list[st
 def sweep(traces_args: tuple[str, ...], traces: tuple[str, ...], algos: tuple[str, ...],
           algo_params: tuple[str, ...], cache_sizes: str, cost_models: tuple[str, ...], out_dir: str,
           executor: str, jobs: int | None, address: str | None, no_pin: bool, replay_order: str,
-          block_id: str, allow_truncated: bool, progress: bool | None) -> None:
+          timings: tuple[str, ...], service: str | None, block_id: str, allow_truncated: bool,
+          progress: bool | None) -> None:
     """Simulate every (trace, policy, capacity, cost model) cell, in parallel, resumably.
 
     Each cell streams its trace once through one simulated cache (constant memory) and is stored as
@@ -126,8 +136,18 @@ def sweep(traces_args: tuple[str, ...], traces: tuple[str, ...], algos: tuple[st
         raise ShadowError("--address is for --executor ray")
     if executor == "ray" and jobs is not None:
         raise ShadowError("--jobs is for --executor local (Ray schedules one CPU per cell)")
+    timings = tuple(dict.fromkeys(timings))
+    if service is not None:
+        if "model" not in timings:
+            raise ShadowError("--service is --timing model's")
+        parse_service(service)               # NOTE: a bad one now, not in every cell
+    oracles = [a for a, _p in pairs if policy_info(a).needs_next_access]
+    if oracles and timings != ("serial",):
+        raise ShadowError(f"--timing recorded and model cannot run {', '.join(oracles)}: an "
+                          f"oracle's next-access times follow the file's order")
+    cell_timings = [f"model:{service}" if t == "model" and service else t for t in timings]
     cells = plan_cells(all_traces, pairs, caps, cms, pin=not no_pin, replay_order=replay_order,
-                       block_id=block_id, allow_truncated=allow_truncated)
+                       block_id=block_id, allow_truncated=allow_truncated, timings=cell_timings)
     ex = make_executor(executor, jobs=jobs, address=address)
     report = run_sweep(cells, out_dir, ex, progress=progress)
     click.echo(f"{report.summary()}; wrote {report.csv_path}")

@@ -106,10 +106,20 @@ class Cell:
     replay_order: str = "deepest-first"
     block_id: str = "prefix"
     allow_truncated: bool = False
+    #: ``serial``, ``recorded``, ``model`` or ``model:SERVICE`` (``shadow simulate --timing``,
+    #: with ``--service SERVICE``)
+    timing: str = "serial"
 
     def key(self) -> str:
-        """The canonical text of every field: equal keys, equal results."""
-        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        """The canonical text of every field: equal keys, equal results.
+
+        NOTE: ``timing`` is left out at its default, so a cell stored before the field existed
+        keeps its key (and its file name's digest): such sweeps resume.
+        """
+        d = asdict(self)
+        if d["timing"] == "serial":
+            del d["timing"]
+        return json.dumps(d, sort_keys=True, separators=(",", ":"))
 
     @property
     def digest(self) -> str:
@@ -142,8 +152,9 @@ class Cell:
 def plan_cells(traces: Iterable[str], algos: Iterable[tuple[str, str]], capacities: Iterable[int],
                cost_models: Iterable[str], *, pin: bool = True,
                replay_order: str = "deepest-first", block_id: str = "prefix",
-               allow_truncated: bool = False) -> list[Cell]:
-    """The cells of a sweep, in trace, cost model, policy, capacity order, without duplicates.
+               allow_truncated: bool = False, timings: Iterable[str] = ("serial",)) -> list[Cell]:
+    """The cells of a sweep, in trace, cost model, timing, policy, capacity order, without
+    duplicates.
 
     ``algos`` holds ``(name, params)`` pairs.  Trace paths are made absolute.
     """
@@ -153,11 +164,12 @@ def plan_cells(traces: Iterable[str], algos: Iterable[tuple[str, str]], capaciti
     for trace in traces:
         path = os.path.abspath(trace)
         for cost_model in cost_models:
-            for algo, params in algos:
-                for cap in caps:
-                    cell = Cell(path, algo, cap, cost_model, params, pin, replay_order, block_id,
-                                allow_truncated)
-                    if cell not in seen:
-                        seen.add(cell)
-                        cells.append(cell)
+            for timing in timings:
+                for algo, params in algos:
+                    for cap in caps:
+                        cell = Cell(path, algo, cap, cost_model, params, pin, replay_order,
+                                    block_id, allow_truncated, timing)
+                        if cell not in seen:
+                            seen.add(cell)
+                            cells.append(cell)
     return cells

@@ -31,7 +31,8 @@ logger = logging.getLogger(__name__)
 #: RESULT fields that may hold a hole count, first found wins (the simulator writes holes_per_req:
 #: holes per served request).
 HOLE_FIELDS = ("holes_per_req", "n_holes")
-_DEFAULTS = {"pin": "on", "replay_order": "deepest-first", "block_id": "prefix"}
+_DEFAULTS = {"pin": "on", "replay_order": "deepest-first", "block_id": "prefix",
+             "timing": "serial"}
 
 
 def is_oracle(algo: str) -> bool:
@@ -79,7 +80,7 @@ def _slug(text: str) -> str:
 
 
 def _group_title(key: tuple[str, ...]) -> tuple[str, str]:
-    trace, cost_model, pin, replay_order, block_id = key
+    trace, cost_model, pin, replay_order, block_id, timing = key
     extras = []
     if pin != _DEFAULTS["pin"]:
         extras.append("no-pin")
@@ -87,6 +88,8 @@ def _group_title(key: tuple[str, ...]) -> tuple[str, str]:
         extras.append(replay_order)
     if block_id != _DEFAULTS["block_id"]:
         extras.append(f"block-id {block_id}")
+    if timing != _DEFAULTS["timing"]:
+        extras.append(f"timing {timing}")
     title = f"{trace}  cost model {cost_model}" + (f"  ({', '.join(extras)})" if extras else "")
     name = "__".join(_slug(p) for p in (trace, cost_model, *extras)) + ".png"
     return title, name
@@ -111,7 +114,8 @@ def plot_sweep(csv_path: str | os.PathLike, out_dir: str | os.PathLike, *,
     for row in rows:
         key = (row["trace"], row["cost_model"], row.get("pin") or _DEFAULTS["pin"],
                row.get("replay_order") or _DEFAULTS["replay_order"],
-               row.get("block_id") or _DEFAULTS["block_id"])
+               row.get("block_id") or _DEFAULTS["block_id"],
+               row.get("timing") or _DEFAULTS["timing"])
         groups[key].append(row)
     out = Path(out_dir)
     try:

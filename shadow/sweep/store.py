@@ -35,7 +35,7 @@ _TMP_PREFIX = TMP_PREFIX
 #: CSV columns taken from the cell itself, first in every row.  ``trace`` is the trace's file
 #: name (as in RESULT lines), ``trace_path`` the absolute path the cell read.
 CELL_COLUMNS = ["trace", "algo", "params", "cache_size", "cost_model", "pin", "replay_order",
-                "block_id", "trace_path"]
+                "block_id", "timing", "trace_path"]
 
 # NOTE: split before every ' key=' so a value may hold spaces (a trace file name), but not ' word='.
 _FIELD_SPLIT = re.compile(r"\s+(?=[A-Za-z_][A-Za-z0-9_]*=)")
@@ -159,11 +159,12 @@ class SweepDir:
                     "pin": "on" if cell.pin else "off",
                     "replay_order": cell.replay_order,
                     "block_id": cell.block_id,
+                    "timing": cell.timing,
                     "trace_path": cell.trace,
                 }
                 for k, v in res.items():
                     if k in ("algo", "cache_size", "cost_model", "block_id", "trace", "pin",
-                             "replay_order", "params"):
+                             "replay_order", "params", "timing"):
                         continue  # NOTE: the cell's own values are canonical; RESULT spells them its way
                     if k not in row:
                         row[k] = v
@@ -171,7 +172,8 @@ class SweepDir:
                             columns.append(k)
                 out.append(row)
         out.sort(key=lambda r: (r["trace"], r["trace_path"], r["cost_model"], r["pin"],
-                                r["replay_order"], r["block_id"], r["algo"], r["params"],
+                                r["replay_order"], r["block_id"], r["timing"], r["algo"],
+                                r["params"],
                                 int(r["cache_size"])))
         return columns, out
 
@@ -266,7 +268,7 @@ def bad_number(row: dict[str, str]) -> str | None:
 
 def _bad_cell_field(cell: Cell) -> str | None:
     """What is wrong with the types or values of a cell read back from its key, or None."""
-    for name in ("trace", "algo", "cost_model", "params", "replay_order", "block_id"):
+    for name in ("trace", "algo", "cost_model", "params", "replay_order", "block_id", "timing"):
         if type(getattr(cell, name)) is not str:
             return f"{name} is {getattr(cell, name)!r}; expected a string"
     for name in ("pin", "allow_truncated"):
