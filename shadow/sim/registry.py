@@ -36,6 +36,7 @@ POLICIES: dict[str, str] = {
     "s3fifo": "shadow.sim.policies.s3fifo",
     "qdlp": "shadow.sim.policies.qdlp",
     "s3fifod": "shadow.sim.policies.s3fifod",
+    "lecar": "shadow.sim.policies.lecar",
     "twoq": "shadow.sim.policies.twoq",
     "arc": "shadow.sim.policies.arc",
     "slru": "shadow.sim.policies.slru",

@@ -114,10 +114,14 @@ class OwnVictimAdapter(LibCacheSimAdapter):
         return victim
 
 
-def own_victim_hit_ratio(cache, capacity: int, trace: list[list[int]]) -> float:
+def own_victim_hit_ratio(cache, capacity: int, trace: list[list[int]],
+                         adapter: type = OwnVictimAdapter, verify: bool = True) -> float:
     """Block hit ratio of the libcachesim ``cache`` (its own victims) over ``trace``: the
-    unpinned reference loop, prefix order, next-access times given."""
-    ref = RefCache(OwnVictimAdapter(cache), capacity, pin=False, replay_order="prefix-order")
+    unpinned reference loop, prefix order, next-access times given; ``adapter`` wraps the cache
+    (another way of naming its victims), ``verify=False`` for a policy whose spilled evictions
+    may take the request's own blocks."""
+    ref = RefCache(adapter(cache), capacity, pin=False, replay_order="prefix-order",
+                   verify=verify)
     for req, nxt in zip(trace, next_access(trace)):
         ref.serve(req, nxt)
     s = ref.stats()

@@ -51,15 +51,20 @@ class LFU:
     def insert(self, bid: int, acc=None) -> None:
         self._enter(bid, 1)
 
-    def evict(self, acc=None, pinned=frozenset()) -> int:
+    def candidate(self, pinned=frozenset()) -> int:
+        """The victim, left in place: the first unpinned id of the lowest bucket, then of the
+        buckets above; the lowest bucket's first if every id is pinned; 0 if empty."""
         order = sorted(self.buckets)
         for f in order:
             for bid in self.buckets[f]:
                 if bid not in pinned:
-                    self._leave(bid)
                     return bid
-        bid = next(iter(self.buckets[order[0]]))
-        self._leave(bid)
+        return next(iter(self.buckets[order[0]])) if order else 0
+
+    def evict(self, acc=None, pinned=frozenset()) -> int:
+        bid = self.candidate(pinned)
+        if bid:
+            self._leave(bid)
         return bid
 
     def remove(self, bid: int) -> bool:
