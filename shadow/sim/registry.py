@@ -38,6 +38,7 @@ POLICIES: dict[str, str] = {
     "s3fifod": "shadow.sim.policies.s3fifod",
     "lecar": "shadow.sim.policies.lecar",
     "twoq": "shadow.sim.policies.twoq",
+    "lirs": "shadow.sim.policies.lirs",
     "arc": "shadow.sim.policies.arc",
     "slru": "shadow.sim.policies.slru",
     "gdsf": "shadow.sim.policies.gdsf",
