@@ -153,6 +153,24 @@ def test_pins_stop_self_evictions():
     assert n_self == {True: 0, False: 1}
 
 
+@pytest.mark.parametrize("pin", [True, False])
+@pytest.mark.parametrize("capacity", [200, 3000])
+def test_same_as_reference_on_conversation_requests_with_its_structures(capacity, pin):
+    # at the default ratio H >= 2 only from C = 200: the mixin's caches all have H = 1
+    from tests.sim.policy_mixin import run_both
+
+    got, want, gc, wc, sim, ref = run_both("lirs", "", capacity, conversation()[:1500], pin=pin)
+    assert got == want and gc == wc
+    q, r = sim.runs[0].policy.queues(), ref.policy
+    assert [b for b, _ in q["s"]] == list(reversed(r.s))
+    assert q["q"] == list(reversed(r.q)) and q["nh"] == list(reversed(r.nh))
+    assert {b for b, st in q["s"] if st == "L"} == r.lir
+    if pin:
+        assert gc["n_self_eviction"] == 0
+    elif capacity == 3000:
+        assert gc["n_self_eviction"] == 19         # unpinned, Q's LRU block can be a match
+
+
 def test_bad_parameters_are_clear_errors():
     for bad, msg in (("hirs-ratio=0", "hirs-ratio must be in (0, 1)"),
                      ("hirs-ratio=1", "hirs-ratio must be in (0, 1)"),
