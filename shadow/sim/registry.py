@@ -40,6 +40,7 @@ POLICIES: dict[str, str] = {
     "twoq": "shadow.sim.policies.twoq",
     "lirs": "shadow.sim.policies.lirs",
     "arc": "shadow.sim.policies.arc",
+    "car": "shadow.sim.policies.car",
     "slru": "shadow.sim.policies.slru",
     "gdsf": "shadow.sim.policies.gdsf",
     "belady": "shadow.sim.policies.belady",
