@@ -42,9 +42,9 @@ POLICIES: dict[str, str] = {
     "arc": "shadow.sim.policies.arc",
     "car": "shadow.sim.policies.car",
     "slru": "shadow.sim.policies.slru",
+    "wtinylfu": "shadow.sim.policies.wtinylfu",
     "gdsf": "shadow.sim.policies.gdsf",
     "belady": "shadow.sim.policies.belady",
-    "wtinylfu": "shadow.sim.policies.wtinylfu",
     "belady_compute": "shadow.sim.policies.belady_compute",
     "random_compute": "shadow.sim.policies.random_compute",
     "random_compute_small_queue": "shadow.sim.policies.random_compute_small_queue",
@@ -99,14 +99,14 @@ class PolicySpec:
     reference_params: str = ""
     #: its eviction counts equal PrefixSim's reference results (tests/data)
     prefixsim_evictions: bool = False
-
-    def __post_init__(self) -> None:
-        if self.family not in FAMILIES:
-            raise ValueError(f"family {self.family!r} is not one of {', '.join(FAMILIES)}")
     #: its decisions depend on the id values themselves (wtinylfu's sketch hashes them, as
     #: libCacheSim's does): the same trace under other ids may differ, so tests/sim/test_slot_ids.py
     #: compares it with its reference only
     hashes_ids: bool = False
+
+    def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            raise ValueError(f"family {self.family!r} is not one of {', '.join(FAMILIES)}")
         if not self.description:
             raise ValueError("a policy needs a description")
         if not self.weight > 0:
