@@ -128,8 +128,9 @@ def _check_failed_cleanly(out: dict, n_before: int) -> None:
 
 
 # The slot ids widen to 64 bits at the first id past 2**31 - 1: 4M slots x 8 B = 32 MiB.
-@pytest.mark.parametrize("name", ["lru", "s3fifo", "arc", "lfu", "random_compute_small_queue",
-                                  "partial_node_random_compute", "belady"])
+@pytest.mark.parametrize("name", ["lru", "s3fifo", "arc", "lirs", "lfu",
+                                  "random_compute_small_queue", "partial_node_random_compute",
+                                  "belady"])
 def test_slot_ids_widening_without_memory_fails_the_cache_not_the_process(name):
     before = [[1, 2, 3, 4], [1, 2, 5], [6, 7]]
     out = _child({"kind": "loop", "name": name, "params": "", "capacity": 4 << 20,

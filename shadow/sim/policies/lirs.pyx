@@ -34,7 +34,7 @@ from libc.stdint cimport int64_t, int32_t, uint8_t
 from libc.stdlib cimport calloc, free
 
 from shadow.errors import ShadowError
-from shadow.sim.policy cimport Policy, Access, RequestCtx
+from shadow.sim.policy cimport Policy, Access, RequestCtx, slot_is_free
 from shadow.sim.policies._dlist cimport (DList, dl_init, dl_free, dl_push_head, dl_unlink,
                                          dl_move_head)
 from shadow.sim.policies.s3fifo cimport dl_first_unpinned
@@ -131,16 +131,29 @@ cdef class LIRS(Policy):
                 self._nh_drop(b)
             gr_pop(&self.s)
 
-    cdef void _demote(self) noexcept nogil:
+    cdef int64_t _demote(self) noexcept nogil:
         """L6 (libCacheSim ``evictLIR`` without its eviction): S's bottom LIR block goes to Q's
-        MRU end as HIR.  The caller ensures ``lirs > 0``."""
-        cdef int64_t slot
+        MRU end as HIR; returns its slot.  The caller ensures ``lirs > 0``.
+
+        -1 only when S has lost an LIR id (a ring push that found no memory: ``nomem`` is set and
+        the run fails after this request): ``lirs`` is then set to 0, so that every "while"
+        demotion ends, and no array is read out of bounds."""
+        cdef int64_t slot, b
         self._prune()
-        slot = self.find(gr_pop(&self.s))
+        b = gr_pop(&self.s)
+        slot = self.find(b) if b != 0 else -1
+        if slot < 0 or not (self.flags[slot] & F_LIR):
+            if slot >= 0:
+                self.flags[slot] &= ~F_INS
+            elif b != 0:
+                self._nh_drop(b)
+            self.lirs = 0
+            return -1
         self.flags[slot] = 0
         self.lirs -= 1
         dl_push_head(&self.q, slot)
         self._prune()
+        return slot
 
     cdef inline void _make_lir_room(self) noexcept nogil:
         while self.lirs + 1 > self.lir_limit and self.lirs > 0:
@@ -204,23 +217,33 @@ cdef class LIRS(Policy):
         return slot
 
     cdef int64_t evict(self, const Access* acc) noexcept nogil:
-        cdef int32_t s
-        cdef int64_t block_id
+        cdef int64_t s = -1, t
         if self.n_resident == 0:
             return 0
         s = dl_first_unpinned(&self.q, self.pins)
         while s < 0 and self.lirs > 0:
-            self._demote()
-            if self.pins[self.q.head] == 0:
-                s = self.q.head
+            t = self._demote()
+            if t >= 0 and self.pins[t] == 0:
+                s = t
         if s < 0:
             s = self.q.tail          # NOTE: every resident block is pinned: best effort
+            if s < 0:
+                return self._any_victim()
         dl_unlink(&self.q, s)
         if self.flags[s] & F_INS:
-            block_id = self.slot_id(s)
-            gr_push(&self.nh, block_id)
+            gr_push(&self.nh, self.slot_id(s))
         self.flags[s] = 0
         return self._drop_slot(s)
+
+    cdef int64_t _any_victim(self) noexcept nogil:
+        """The first resident slot's block, evicted: only when Q is empty and no LIR block is
+        left in S, which takes a ring push that found no memory (see :meth:`_demote`)."""
+        cdef int64_t s
+        for s in range(self.capacity):
+            if not slot_is_free(&self.slot_ids, s):
+                self.flags[s] = 0        # NOTE: Q is empty, so every resident block is LIR
+                return self._drop_slot(s)
+        return 0
 
     cdef void remove(self, int64_t slot) noexcept nogil:
         cdef uint8_t f = self.flags[slot]
