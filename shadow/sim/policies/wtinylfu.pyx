@@ -43,7 +43,7 @@ from libc.stdlib cimport free
 
 from shadow.errors import ShadowError
 from shadow.sim.idtable cimport shadow_big_calloc, SHADOW_PREFETCH
-from shadow.sim.policy cimport Policy, Access
+from shadow.sim.policy cimport Policy, Access, RequestCtx
 from shadow.sim.policies._dlist cimport (DList, dl_init, dl_free, dl_push_head, dl_unlink,
                                          dl_move_head)
 from shadow.sim.policies.s3fifo cimport dl_first_unpinned
@@ -120,6 +120,13 @@ cdef class WTinyLFU(Policy):
     cdef readonly int64_t max_hits
     cdef readonly int64_t main_hits
     cdef readonly int64_t n_halvings
+    # NOTE: the cells of the next window candidate and of main's victim, computed (and their
+    # counters prefetched) at the end of the eviction before, keyed by block id (0: none): a
+    # run of evictions then finds its counters loading or loaded.
+    cdef int64_t cand_id
+    cdef int64_t victim_id
+    cdef uint32_t cand_cells[MAX_HASHES]
+    cdef uint32_t victim_cells[MAX_HASHES]
 
     def __cinit__(self, int64_t capacity, double window_ratio=0.01, *args, **kwargs):
         cdef double bpe = -log(0.001) / 0.480453013918201
@@ -144,6 +151,8 @@ cdef class WTinyLFU(Policy):
         if self.where == NULL or self.counters == NULL or self.n_hashes > MAX_HASHES:
             raise MemoryError(f"cannot allocate a W-TinyLFU cache of {capacity} slots")
         self.max_hits = 32 * self.main_cap
+        self.cand_id = 0
+        self.victim_id = 0
         self.main_hits = 0
         self.n_halvings = 0
 
@@ -178,6 +187,18 @@ cdef class WTinyLFU(Policy):
         cdef int i
         for i in range(self.n_hashes):
             self.counters[cells[i]] += 1
+
+    cdef inline uint32_t* _cells_of(self, int64_t block_id, bint victim) noexcept nogil:
+        """The cells of ``block_id`` through the candidate's or the victim's one-entry cache."""
+        if victim:
+            if self.victim_id != block_id:
+                self._cells(block_id, self.victim_cells)
+                self.victim_id = block_id
+            return self.victim_cells
+        if self.cand_id != block_id:
+            self._cells(block_id, self.cand_cells)
+            self.cand_id = block_id
+        return self.cand_cells
 
     cdef inline void _add_id(self, int64_t block_id) noexcept nogil:
         cdef uint32_t cells[MAX_HASHES]
@@ -227,6 +248,14 @@ cdef class WTinyLFU(Policy):
             for i in range(self.n_counters):
                 self.counters[i] >>= 1
 
+    cdef void on_request(self, const RequestCtx* ctx) noexcept nogil:
+        # NOTE: only a prefetch: every block of the request is about to be an insert or a hit,
+        # and all but window hits add to the sketch; start loading their counters together.
+        cdef uint32_t cells[MAX_HASHES]
+        cdef int64_t i
+        for i in range(ctx.n_blocks):
+            self._cells(ctx.block_ids[i], cells)
+
     cdef int64_t insert(self, const Access* acc) noexcept nogil:
         cdef int64_t slot = self._take_slot(acc.block_id)
         self.where[slot] = IN_WINDOW
@@ -236,18 +265,16 @@ cdef class WTinyLFU(Policy):
 
     cdef int64_t evict(self, const Access* acc) noexcept nogil:
         cdef int32_t cand, victim
-        cdef uint32_t cc[MAX_HASHES]
-        cdef uint32_t vc[MAX_HASHES]
-        cdef int64_t cand_id
+        cdef uint32_t* cc
         cdef bint admit
+        cdef int64_t out
         if self.n_resident == 0:
             return 0
         while True:
             cand = dl_first_unpinned(&self.window, self.pins)
             if cand < 0:
                 break
-            cand_id = self.slot_id(cand)
-            self._cells(cand_id, cc)
+            cc = self._cells_of(self.slot_id(cand), False)
             if self.seg[0].n + self.seg[1].n < self.main_cap:
                 dl_unlink(&self.window, cand)
                 self._main_insert(cand)
@@ -256,16 +283,18 @@ cdef class WTinyLFU(Policy):
             victim = self._main_victim()
             admit = False
             if victim >= 0:
-                self._cells(self.slot_id(victim), vc)
-                admit = self._estimate(cc) > self._estimate(vc)
+                admit = self._estimate(cc) > self._estimate(self._cells_of(self.slot_id(victim), True))
             self._add(cc)
             if admit:
                 self._main_unlink(victim)
                 dl_unlink(&self.window, cand)
                 self._main_insert(cand)
-                return self._drop_slot(victim)
-            dl_unlink(&self.window, cand)
-            return self._drop_slot(cand)
+                out = self._drop_slot(victim)
+            else:
+                dl_unlink(&self.window, cand)
+                out = self._drop_slot(cand)
+            self._prefetch_next()
+            return out
         victim = self._main_victim()
         if victim >= 0:
             self._main_unlink(victim)
@@ -278,6 +307,21 @@ cdef class WTinyLFU(Policy):
         victim = self.seg[0].tail if self.seg[0].tail >= 0 else self.seg[1].tail
         self._main_unlink(victim)
         return self._drop_slot(victim)
+
+    cdef inline void _prefetch_next(self) noexcept nogil:
+        """Compute the next candidate's and main victim's cells (prefetching their counters)
+        and prefetch their resident-table entries (one of them is the next victim's delete)."""
+        cdef int32_t s = self.window.tail
+        cdef int64_t block_id
+        if s >= 0:
+            block_id = self.slot_id(s)
+            self._cells_of(block_id, False)
+            self.prefetch(block_id)
+        s = self.seg[0].tail if self.seg[0].tail >= 0 else self.seg[1].tail
+        if s >= 0:
+            block_id = self.slot_id(s)
+            self._cells_of(block_id, True)
+            self.prefetch(block_id)
 
     cdef void remove(self, int64_t slot) noexcept nogil:
         if self.where[slot] == IN_WINDOW:
