@@ -35,8 +35,9 @@ from libc.stdlib cimport calloc, free
 
 from shadow.errors import ShadowError
 from shadow.sim.policy cimport Policy, Access, RequestCtx, slot_is_free
+from shadow.sim.idtable cimport SHADOW_PREFETCH
 from shadow.sim.policies._dlist cimport (DList, dl_init, dl_free, dl_push_head, dl_unlink,
-                                         dl_move_head)
+                                         dl_move_head, dl_prefetch_walk, LR_RING_MIN)
 from shadow.sim.policies.s3fifo cimport dl_first_unpinned
 from shadow.sim.policies._ghost cimport (GhostRing, gr_init, gr_free, gr_find, gr_remove,
                                          gr_push, gr_pop, gr_at, gr_ids, gr_prefetch)
@@ -69,6 +70,7 @@ cdef class LIRS(Policy):
     cdef GhostRing s
     cdef GhostRing nh
     cdef readonly int64_t lir_limit, hir_limit, lirs
+    cdef bint deep_prefetch   # prefetch the next victims (a cache too large for the L2)
 
     def __cinit__(self, int64_t capacity, double hirs_ratio=0.01, *args, **kwargs):
         self.hir_limit = max(1, <int64_t>(hirs_ratio * capacity))
@@ -82,6 +84,7 @@ cdef class LIRS(Policy):
         # compacts half as often as the default 1.25 (as ARC's).
         gr_init(&self.s, 2 * capacity + 4, &self.nomem, 4 * capacity + 8)
         gr_init(&self.nh, 2 * capacity + 4, &self.nomem)
+        self.deep_prefetch = capacity >= LR_RING_MIN
 
     def __dealloc__(self):
         dl_free(&self.q)
@@ -153,7 +156,24 @@ cdef class LIRS(Policy):
         self.lirs -= 1
         dl_push_head(&self.q, slot)
         self._prune()
+        if self.deep_prefetch:
+            self._prefetch_bottom_ahead()
         return slot
+
+    cdef inline void _prefetch_bottom_ahead(self) noexcept nogil:
+        """Start loading the resident-table and ``nh`` table entries of the id two places above
+        S's bottom: demotions come in runs when a request needs more room than Q holds, and
+        each demoted block is then evicted (its table entry deleted, its id pushed to ``nh``
+        if still in S).  Hints only."""
+        cdef int64_t pos, v
+        if self.s.span > 2:
+            pos = self.s.tail + 2
+            if pos >= self.s.cap:
+                pos -= self.s.cap
+            v = gr_at(&self.s, pos)
+            if v != 0:
+                self.prefetch(v)
+                gr_prefetch(&self.nh, v)
 
     cdef inline void _make_lir_room(self) noexcept nogil:
         while self.lirs + 1 > self.lir_limit and self.lirs > 0:
@@ -167,6 +187,22 @@ cdef class LIRS(Policy):
             pos = gr_find(&self.s, b)
             if pos >= 0:
                 gr_remove(&self.s, pos)
+            if self.deep_prefetch:
+                self._prefetch_nh_next()
+
+    cdef inline void _prefetch_nh_next(self) noexcept nogil:
+        """Start loading the table entries (in ``nh`` and in S) of the id the next stack-limit
+        pop takes: in a large cache that pop and its S removal are otherwise two waits on
+        memory.  Hints only."""
+        cdef int64_t pos, v
+        if self.nh.span > 1:
+            pos = self.nh.tail + 1
+            if pos >= self.nh.cap:
+                pos -= self.nh.cap
+            v = gr_at(&self.nh, pos)
+            if v != 0:
+                gr_prefetch(&self.nh, v)
+                gr_prefetch(&self.s, v)
 
     # ---- the policy ----
 
@@ -233,7 +269,21 @@ cdef class LIRS(Policy):
         if self.flags[s] & F_INS:
             gr_push(&self.nh, self.slot_id(s))
         self.flags[s] = 0
-        return self._drop_slot(s)
+        t = self._drop_slot(s)
+        if self.deep_prefetch and self.q.tail >= 0:
+            self._prefetch_victim(self.q.tail)
+            s = dl_prefetch_walk(&self.q, &self.slot_ids, self.pins)
+            if s >= 0:
+                self._prefetch_victim(s)
+        return t
+
+    cdef inline void _prefetch_victim(self, int64_t s) noexcept nogil:
+        """Start loading what evicting slot ``s`` (Q's LRU end) touches: its flag byte, its
+        resident-table entry and its ``nh`` table entry.  Hints only."""
+        cdef int64_t block_id = self.slot_id(s)
+        SHADOW_PREFETCH(&self.flags[s])
+        self.prefetch(block_id)
+        gr_prefetch(&self.nh, block_id)
 
     cdef int64_t _any_victim(self) noexcept nogil:
         """The first resident slot's block, evicted: only when Q is empty and no LIR block is
