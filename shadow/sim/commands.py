@@ -15,7 +15,8 @@ from shadow.sim.cost import COST_MODELS, parse_cost_model
 from shadow.progress import progress_bar
 from shadow.sim.registry import EXCLUDED, FAMILIES, POLICIES, is_built, policy_info
 from shadow.sim.service import SERVICE_DEFAULTS
-from shadow.sim.timing import TIMING_MODES
+from shadow.sim.tier import kv_bytes_per_block, parse_tier
+from shadow.sim.timing import TIMING_MODES, SerialOrder
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +100,30 @@ def format_table(results, sizes: list[int], algos: list[str], cost_uniform: bool
     return "\n".join(lines)
 
 
+def result_lines(r, tier_results) -> list[str]:
+    """A cache's RESULT line; with tiers, one per tier with the tier keys appended."""
+    mine = [t for t in tier_results if t.spec == r.spec]
+    if not mine:
+        return [r.result_line()]
+    return [f"{r.result_line()} {t.suffix()}" for t in mine]
+
+
+def format_tier_table(results, tier_results) -> str:
+    """Per cache and tier: GPU prefix hits, tier hits, their sum (of looked-up blocks)."""
+    gpu = {r.spec: r for r in results}
+    lines = [f"{'cache':<28s} {'tier':<28s} {'gpu':>7s} {'tier':>7s} {'both':>7s} "
+             f"{'loaded':>11s} {'load s':>9s}"]
+    for t in tier_results:
+        g = gpu[t.spec]
+        th = t.hit_blocks / g.n_blocks if g.n_blocks else 0.0
+        f = t.fields()
+        lines.append(f"{t.spec.label + ' ' + _size_label(t.spec.capacity):<28s} "
+                     f"{t.tier.label:<28s} {g.prefix_hit_ratio:7.4f} {th:7.4f} "
+                     f"{g.prefix_hit_ratio + th:7.4f} {f['tier_loaded_bytes']:>11s} "
+                     f"{f['tier_load_s']:>9s}")
+    return "\n".join(lines)
+
+
 @click.command("simulate")
 @trace_option()
 @click.option("--cache-size", "-c", "cache_size", default=None,
@@ -122,6 +147,15 @@ def format_table(results, sizes: list[int], algos: list[str], cost_uniform: bool
 @click.option("--service", default=None, metavar="SPEC",
               help="--timing model's service model: prefill=TOKENS_PER_S,decode=TOKENS_PER_S,"
                    f"concurrency=N or fit:REPORT (replay's report.json) [{SERVICE_DEFAULTS}].")
+@click.option("--tier", "tier", multiple=True, metavar="MEDIUM:SIZES:POLICY[:k=v,...]",
+              help="An offload tier behind every cache, as vLLM's KV offloading (docs/tiers.md): "
+                   "cpu|disk, sizes 64g,512MiB or 8kblk, lru|arc, options bw=GB/s,chunk=BLOCKS,"
+                   "threshold=N,tracker=N; repeatable.  Runs vLLM's block rules (--lookup vllm).")
+@click.option("--bytes-per-block", type=int, default=None,
+              help="KV bytes of one engine block (for --tier sizes and bytes in GiB).")
+@click.option("--kv-config", default=None, metavar="CONFIG[,DTYPE]",
+              help="A model's config.json (and KV cache dtype, default auto = 2 bytes): the bytes "
+                   "of a block for --tier, from the trace's block size.")
 @click.option("--lookup", type=click.Choice(["all", "prompt", "vllm"]), default="all",
               show_default=True,
               help="Blocks looked up (counted) per request: all; prompt = input_length // B "
@@ -140,8 +174,8 @@ def format_table(results, sizes: list[int], algos: list[str], cost_uniform: bool
 @allow_truncated_option()
 @block_id_option()
 def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_order, no_verify,
-             timing, service, lookup, threads, dump_holes, output, fmt, list_algos, allow_truncated,
-             block_id) -> None:
+             timing, service, tier, bytes_per_block, kv_config, lookup, threads, dump_holes, output,
+             fmt, list_algos, allow_truncated, block_id) -> None:
     """Replay a trace through prefix caches and report hit and compute-saving ratios.
 
     Every (policy, size) cache is stepped over each decoded batch: one pass over the trace.
@@ -155,6 +189,7 @@ def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_or
     from shadow.sim.drive import run_trace, sim_decode_threads
     from shadow.sim.service import parse_service
     from shadow.sim.timing import run_trace_recorded
+    from shadow.sim.tiered import run_with_tiers
     from shadow.sim.simulator import CacheSpec, Simulator
     from shadow.trace import bundled_trace_path, open_trace
 
@@ -184,6 +219,22 @@ def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_or
         raise ShadowError(f"--service is --timing model's, not --timing {timing}'s")
     model = parse_service(service) if timing == "model" else None
     specs = [CacheSpec(a, s, params[a]) for s in sizes for a in algos]
+    tiers = [t for text in tier for t in parse_tier(text)]
+    if not tiers and (bytes_per_block is not None or kv_config is not None):
+        raise ShadowError("--bytes-per-block and --kv-config size a --tier; no --tier given")
+    if bytes_per_block is not None and kv_config is not None:
+        raise ShadowError("--bytes-per-block and --kv-config both give a block's bytes: one only")
+    if bytes_per_block is not None and not 0 < bytes_per_block < 2**40:
+        raise ShadowError(f"--bytes-per-block {bytes_per_block} is not a positive byte count")
+    if tiers:
+        oracles = [a for a in algos if policy_info(a).spec.needs_future]
+        if oracles:
+            raise ShadowError(f"--tier cannot run {', '.join(oracles)} (an oracle): tiers run "
+                              f"through the live path, which has no next-access times")
+        if lookup not in ("all", "vllm"):
+            raise ShadowError(f"--tier uses vLLM's block rules (--lookup vllm), not "
+                              f"--lookup {lookup}")
+        lookup = "vllm"
     if output:
         check_writable(output)   # NOTE: a missing or read-only directory now, not after the run
 
@@ -200,6 +251,13 @@ def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_or
         if lookup != "all" and not h.block_size_tokens:
             raise ShadowError(f"{path}: --lookup {lookup} needs the block size in tokens, which "
                               f"the trace's header does not give")
+        block_bytes = bytes_per_block
+        if tiers and kv_config is not None:
+            cfg, _, dtype = kv_config.partition(",")
+            block_bytes = kv_bytes_per_block(cfg, h.block_size_tokens or 0,
+                                             dtype.strip() or "auto")
+        for t in tiers:
+            t.n_chunks(block_bytes)              # a size that cannot be met: an error now
         sim = Simulator(specs, cost_model=cost, pin=not no_pin, replay_order=replay_order,
                         verify=not no_verify, dump_holes_dir=dump_holes,
                         trace_name=trace if trace is not None else Path(path).name,
@@ -211,18 +269,28 @@ def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_or
         # NOTE: a sampled policy over a production-size trace runs for minutes: show where the
         # pass is, its rate and ETA (on a terminal only)
         with progress_bar(h.n_block_accesses, "simulating", unit="accesses") as cb:
-            if timing != "serial":
+            if tiers:
+                tier_results = run_with_tiers(sim, list(tr), path, h.block_size_tokens, tiers,
+                                              block_bytes, cost, service=model if timing ==
+                                              "model" else None if timing == "recorded"
+                                              else SerialOrder(), progress=cb)
+            elif timing != "serial":
                 run_trace_recorded(sim, tr, path, h.block_size_tokens, progress=cb,
                                    service=model)
             else:
                 run_trace(sim, tr, path, progress=cb)
     results = sim.results()
+    if not tiers:
+        tier_results = []
 
     if fmt == "table":
         click.echo(f"cache sizes {','.join(str(s) for s in sizes)} blocks, cost model {cost.name}, "
                    f"pin {'off' if no_pin else 'on'}, replay {replay_order}")
         click.echo("")
         click.echo(format_table(results, sizes, algos, cost.name == "uniform"))
+        if tier_results:
+            click.echo("")
+            click.echo(format_tier_table(results, tier_results))
     else:
         for s in sizes:
             click.echo(f"cache size {s} blocks, cost model {cost.name}")
@@ -230,9 +298,11 @@ def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_or
             for r in results:
                 if r.spec.capacity == s:
                     click.echo(r.summary_line())
-                    click.echo(r.result_line())
+                    for line in result_lines(r, tier_results):
+                        click.echo(line)
     if output:
-        _append_atomically(output, [r.result_line() for r in results if not r.error])
+        _append_atomically(output, [line for r in results if not r.error
+                                    for line in result_lines(r, tier_results)])
     for r in results:
         if r.n_unexpected_eviction:
             log.warning("%s cache %d: %d unexpected evictions: this run is not trustworthy",

@@ -46,6 +46,19 @@ TIMING_MODES = ("serial", "recorded", "model")
 BATCH_EVENTS = 8192
 
 
+class SerialOrder:
+    """One request at a time in file order: request ``i`` starts at ``2i`` and completes at
+    ``2i + 1`` (microseconds): the serial replay under vLLM's block rules, through the live
+    path (what ``--tier`` needs: each admission's GPU prefix hit)."""
+
+    mode = "serial"
+
+    @staticmethod
+    def schedule(n: int) -> tuple[np.ndarray, np.ndarray]:
+        start = 2 * np.arange(n, dtype=np.int64)
+        return start, start + 1
+
+
 #: The record fields the recorded timing reads.
 FIELDS = ("start_time_us", "complete_time_us", "input_length", "output_length")
 
@@ -72,20 +85,23 @@ def _load(tr) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
 def run_trace_recorded(sim: "Simulator", tr, path: str | os.PathLike[str], block_size: int,
                        progress: Callable[[int, int], None] | None = None,
                        prefix_hits: np.ndarray | None = None,
-                       service: "ServiceModel | None" = None) -> None:
+                       service: "ServiceModel | SerialOrder | None" = None,
+                       starts: np.ndarray | None = None) -> None:
     """Serve the trace ``tr`` (an open trace, or any iterable of its batches) in the order of its
     recorded start and completion times, through the live path of every cache of ``sim``; then
     close ``sim`` (abort it on any failure).  ``prefix_hits`` (int64, requests x caches, file
     order), when given, receives each admission's first-miss hit blocks per cache, -1 where the
     cache skipped the request or had stopped.  With ``service`` (``--timing model``) the start
     and completion times come from that model (:mod:`shadow.sim.service`) and the trace's
-    arrival times instead."""
+    arrival times instead; with :class:`SerialOrder` (``--tier`` without ``--timing``) one
+    request at a time in file order.  ``starts`` (int64, requests), when given, receives each
+    request's start time (the admission order)."""
     # NOTE: the Cython modules, only when run (the CLI reads TIMING_MODES at start-up)
     from shadow.sim.livewire import (EV_ADMIT, EV_RELEASE, OUT_PREFIX_HITS, OUT_RC, ROW_KIND,
                                      ROW_LINK, ROW_N_ANONYMOUS, ROW_N_ANONYMOUS_FINAL, ROW_N_BLOCKS,
                                      ROW_N_MATCH, ROW_WIDTH)
 
-    mode = "recorded" if service is None else "model"
+    mode = "recorded" if service is None else service.mode
     try:
         oracles = sorted({s.policy for s in sim.specs if policy_info(s.policy).needs_next_access})
         if oracles:
@@ -98,7 +114,9 @@ def run_trace_recorded(sim: "Simulator", tr, path: str | os.PathLike[str], block
         start = rec["start_time_us"]
         done = rec["complete_time_us"]
         n = int(start.shape[0])
-        if service is not None:
+        if isinstance(service, SerialOrder):
+            start, done = service.schedule(n)
+        elif service is not None:
             arrival = np.where(start >= 0, start, done)
             bad = np.flatnonzero(arrival < 0)
             if bad.shape[0]:
@@ -112,6 +130,8 @@ def run_trace_recorded(sim: "Simulator", tr, path: str | os.PathLike[str], block
                               f"completion time {int(done[r])} us: --timing recorded needs both "
                               f"(a recording has them; for a trace with arrival times only, "
                               f"--timing model)")
+        if starts is not None:
+            starts[:] = start
         inp = rec["input_length"]
         out = np.maximum(rec["output_length"], 1)
         nb = np.diff(off)
