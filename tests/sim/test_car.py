@@ -75,6 +75,27 @@ def test_b2_hit_lowers_p_by_the_size_ratio():
     assert (c["t2"], c["b2"], c["p"]) == ([2, 3, 4, 5, 1], [], 0.0)
 
 
+def test_b1_hit_raises_p_by_the_size_ratio():
+    p = make_policy("car", 4)
+    _get(p, 1, 2, 3, 4, 1, 2, 3)
+    assert p.py_evict() == 4                   # 1 2 3 to T2, 4 to B1
+    for b in (5, 6, 7):
+        _get(p, b)
+        assert p.py_evict() == b               # T1's only block, to B1
+    assert p.clocks()["b1"] == [5, 6, 7]       # |T1| + |B1| = 4 >= C dropped 4
+    assert p.py_evict() == 1                   # T1 empty: T2's heads go to B2
+    assert p.py_evict() == 2
+    c = p.clocks()
+    assert (c["t2"], c["b1"], c["b2"], c["p"]) == ([3], [5, 6, 7], [1, 2], 0.0)
+    _get(p, 5)                                 # p = 0 + max(1, 2 // 3) = 1
+    assert p.clocks()["p"] == 1.0
+    _get(p, 6)                                 # p = 1 + max(1, 2 // 2) = 2
+    assert p.clocks()["p"] == 2.0
+    _get(p, 7)                                 # p = min(2 + max(1, 2 // 1), 4) = 4
+    c = p.clocks()
+    assert (c["t2"], c["b1"], c["p"]) == ([3, 5, 6, 7], [], 4.0)
+
+
 def test_replace_takes_t2_when_t1_is_below_target():
     p = make_policy("car", 4, "p=3")
     _get(p, 1, 2, 3, 4, 1, 2)
