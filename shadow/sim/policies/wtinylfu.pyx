@@ -54,7 +54,7 @@ SPEC = PolicySpec(
     family="frequency",
     defaults="main-cache=SLRU,window-size=0.01",
     strict_pins=True,
-    weight=2.5,
+    weight=5.0,
     libcachesim="WTinyLFU",
     hashes_ids=True,
 )
