@@ -116,6 +116,7 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
         self._step_adm: list[Admit] = []
         self._dropped_ids: set[str] = set()
         self._logged: set[str] = set()
+        self._last_us = 0       # the last event stamp (_stamp_s)
         self._stats_lock = threading.Lock()
         if not self.cfg.enabled:
             logger.info("shadow connector: disabled by configuration (observer only)")
@@ -191,6 +192,18 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
         return f"{host}:{port}"
 
     # -- error handling -----------------------------------------------------------------------
+    def _stamp_s(self) -> float:
+        """Now, in whole microseconds (as seconds), strictly later than every earlier stamp.
+
+        NOTE: admissions and releases are stamped on the scheduler's thread in the order the
+        engine makes them, and the recording keeps these stamps (``start_time_us`` is the
+        admission, ``complete_time_us`` the release): ``shadow simulate --timing recorded``
+        orders events by them, so two events must never share a microsecond.
+        """
+        us = max(int(time.time() * 1e6), self._last_us + 1)
+        self._last_us = us
+        return us / 1e6
+
     def _error(self, where: str, exc: BaseException) -> None:
         self.counters.errors += 1
         if where not in self._logged:
@@ -232,7 +245,7 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
             # scheduled and, for a step with preemptions, what vLLM did before admitting
             # NOTE: `end` holds the local hit until the step adds the tokens it scheduled
             self._step_adm.append(Admit(rid, hashes, num_tokens, local_hit, preempted,
-                                        request.arrival_time, request.block_hashes, local_hit))
+                                        self._stamp_s(), request.block_hashes, local_hit))
             self._inflight[rid] = (request, len(hashes))
         except Exception as exc:  # noqa: BLE001
             self._error("update_state_after_alloc", exc)
@@ -264,8 +277,13 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
                 if st is None:
                     continue
                 req, n_adm = st
+                # NOTE: it computed all its tokens but the last sampled one, and held the partial
+                # block of those as a finished request does (vllm_rules.partial_tail_blocks)
                 n_full = max_hit_blocks(req.num_tokens, self.block_size)
-                pre.append(Preempt(rid, req.block_hashes[n_adm:n_full], 0))
+                pre.append(Preempt(rid, req.block_hashes[n_adm:n_full],
+                                   partial_tail_blocks(req.num_tokens - 1, max(n_full, n_adm),
+                                                       self.block_size),
+                                   self._stamp_s(), req.num_tokens))
         if not (adm or pre or cached.req_ids):
             return
         if adm:
@@ -318,7 +336,7 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
             # NOTE: a release must follow its admission even when the queue is full, or the
             # shadow would keep the request's blocks pinned forever.
             self._worker.submit_control(Release(rid, decode, request.num_output_tokens,
-                                                time.time(), request.num_prompt_tokens,
+                                                self._stamp_s(), request.num_prompt_tokens,
                                                 partial_tail_blocks(n_comp, max(n_full, n_adm),
                                                                     self.block_size), n_comp))
         except Exception as exc:  # noqa: BLE001

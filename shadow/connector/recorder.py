@@ -26,6 +26,11 @@ from collections.abc import Callable
 logger = logging.getLogger(__name__)
 
 SEGMENT_SUFFIX = ".lcp.zst"
+#: The recording's request type of an admission that ended in a preemption (type_id 1): the
+#: request was admitted again later, which is a record of its own (type_id 0).
+PREEMPTED_TYPE = "preempted"
+#: The segments' request type table (``type_names[k - 1]`` names ``type_id`` k).
+TYPE_NAMES = (PREEMPTED_TYPE,)
 PARTIAL_SUFFIX = ".partial"
 _NAME = re.compile(r"^shadow-e(?P<engine>[A-Za-z0-9_.-]+?)-dp(?P<rank>\d+)-(?P<ts>\d{8}T\d{6}Z)-"
                    r"(?P<seq>\d{6})\.lcp\.zst(?P<partial>\.partial)?$")
@@ -95,8 +100,9 @@ class Recorder:
 
     # -- writing ------------------------------------------------------------------------------
     def write(self, t_start_s: float, t_done_s: float, input_length: int, output_length: int,
-              block_ids: list[int]) -> int | None:
-        """Record one finished request; the compressed bytes it added (None when off)."""
+              block_ids: list[int], type_id: int = 0) -> int | None:
+        """Record one finished request (``type_id`` 1: an admission that ended in a preemption,
+        :data:`PREEMPTED_TYPE`); the compressed bytes it added (None when off)."""
         if not self.enabled:
             return None
         try:
@@ -106,7 +112,10 @@ class Recorder:
                 self._finish()
             if self._w is None:
                 self._open(now)
-            rec = {"start_time_us": int(t_start_s * 1e6), "complete_time_us": int(t_done_s * 1e6),
+            # NOTE: round, not truncate: the connector's stamps are whole microseconds and
+            # us / 1e6 * 1e6 can fall just below them
+            rec = {"start_time_us": round(t_start_s * 1e6),
+                   "complete_time_us": round(t_done_s * 1e6),
                    "n_blocks": len(block_ids), "input_length": int(input_length),
                    "output_length": int(output_length)}
             self._w.write_request(rec, block_ids)
@@ -148,7 +157,7 @@ class Recorder:
         self._seq += 1
         path = os.path.join(self.directory, name)
         self._w = self._writer_cls(path, block_size_tokens=self.block_size, producer=self.producer,
-                            compress=True)
+                                   type_names=TYPE_NAMES, compress=True)
         self._opened_at = now
         self._last_flush = now
         self._bytes_reported = 0

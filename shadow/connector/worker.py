@@ -39,14 +39,16 @@ logger = logging.getLogger(__name__)
 class Admit(NamedTuple):
     """A request admitted.  Queued alone, its whole prompt is computed at once; inside a
     :class:`Step`, ``end`` is where the step's allocation ends (local hit + tokens scheduled)
-    and ``live_hashes`` is the request's own block-hash list, read for blocks that fill later."""
+    and ``live_hashes`` is the request's own block-hash list, read for blocks that fill later.
+    ``t_start_s`` is the admission's stamp (the connector's strictly increasing microsecond
+    clock, shared with :class:`Release`'s ``t_done_s``), recorded as ``start_time_us``."""
 
     req_id: str
     hashes: list
     num_tokens: int
     engine_hit: int
     preempted: bool
-    t_arrival_s: float
+    t_start_s: float
     live_hashes: list | None = None
     end: int | None = None
 
@@ -64,11 +66,15 @@ class Release(NamedTuple):
 
 
 class Preempt(NamedTuple):
-    """A request preempted: its blocks freed; a later admission serves it again."""
+    """A request preempted: its blocks freed; a later admission serves it again.  Recorded as
+    a request of type ``preempted`` (``recorder.PREEMPTED_TYPE``) from its admission to
+    ``t_done_s``, when it had ``num_tokens`` tokens (-1: not recorded)."""
 
     req_id: str
     decode_hashes: list
     n_anon_final: int = 0
+    t_done_s: float = -1.0
+    num_tokens: int = -1
 
 
 class Reset(NamedTuple):
@@ -143,7 +149,9 @@ class _InFlight:
     adm: Any                   # its simulator Admission (None without simulator caches)
     ids: list[int]             # block ids: the admitted ones, then those grown into
     n_admitted: int            # how many of ``ids`` were admitted (the prompt's)
-    t_arrival_s: float
+    num_tokens: int            # tokens at the admission (the prompt, plus the output before a
+                               # preemption for a re-admission)
+    t_start_s: float
     live_hashes: list | None   # the engine's own hash list, read as blocks fill
     end: int                   # tokens allocated so far
 
@@ -405,13 +413,13 @@ class ShadowWorker:
             try:
                 kind = type(ev)
                 if kind is Step:
-                    self._step(lb, admitted, ev)
+                    self._step(lb, admitted, finished, ev)
                 elif kind is Admit:
                     self._admit(lb, admitted, *ev)
                 elif kind is Release:
                     self._release(lb, finished, *ev)
                 else:
-                    self._preempt(lb, *ev)
+                    self._preempt(lb, *ev, finished=finished)
             except Exception as exc:  # noqa: BLE001 - one bad event must not stop the shadow
                 self._error(f"event {type(ev).__name__}", exc)
         caches = self._sim
@@ -463,7 +471,7 @@ class ShadowWorker:
                 except Exception as exc:  # noqa: BLE001
                     self._error("recorder.write", exc)
 
-    def _step(self, lb: LiveBatch, admitted: list, st: Step) -> None:
+    def _step(self, lb: LiveBatch, admitted: list, finished: list, st: Step) -> None:
         """One scheduler step, replayed in vLLM's order (see :class:`Step`).
 
         NOTE: vLLM frees a preempted request's blocks in the middle of growing the running
@@ -489,10 +497,10 @@ class ShadowWorker:
             if pre:
                 need = engine.blocks_needed(rid, end)
                 while pre and need > engine.num_free:
-                    self._preempt(lb, *pre.pop(0))
+                    self._preempt(lb, *pre.pop(0), finished=finished)
             self._grow(rid, end)
         for p in pre:
-            self._preempt(lb, *p)
+            self._preempt(lb, *p, finished=finished)
         for adm in st.admissions:
             self._admit(lb, admitted, *adm)
 
@@ -510,7 +518,7 @@ class ShadowWorker:
             pool.grow(req_id, end)
 
     def _admit(self, lb: LiveBatch, admitted: list, req_id: str, hashes: list, num_tokens: int,
-               engine_hit: int, preempted: bool, t_arrival_s: float,
+               engine_hit: int, preempted: bool, t_start_s: float,
                live_hashes: list | None = None, end: int | None = None) -> None:
         old = self.inflight.pop(req_id, None)
         if old is not None:  # a re-admission whose preemption we did not see: release first
@@ -529,7 +537,7 @@ class ShadowWorker:
         if self._sim.sim is not None:
             # the partial tail block: held, never reusable
             n_anon = blocks_held(num_tokens, b) - full_blocks(num_tokens, b)
-            adm = lb.admit(ids, n_match=n_match, n_anonymous=n_anon, timestamp_s=t_arrival_s)
+            adm = lb.admit(ids, n_match=n_match, n_anonymous=n_anon, timestamp_s=t_start_s)
         # NOTE: without a step the whole prompt is computed at admission (an Admit event queued alone)
         end_tok = num_tokens if end is None else end
         pool_ids = list(ids)
@@ -538,7 +546,8 @@ class ShadowWorker:
             res = pool.admit(req_id, pool_ids, num_tokens, end_tok, count=not preempted)
             if i >= 0:
                 pool_hits.append((i, res))
-        self.inflight[req_id] = _InFlight(adm, pool_ids, len(ids), t_arrival_s, live_hashes,
+        self.inflight[req_id] = _InFlight(adm, pool_ids, len(ids), num_tokens, t_start_s,
+                                          live_hashes,
                                           end_tok)
         admitted.append((req_id, adm, len(ids), n_match, num_tokens, engine_hit, preempted,
                          pool_hits))
@@ -569,18 +578,30 @@ class ShadowWorker:
                 pool.grow(req_id, end)
             pool.free(req_id)
         if self.recorder is not None:
-            finished.append((st.t_arrival_s, t_done_s, input_length, n_output, full))
+            # NOTE: a re-admission after a preemption admitted the prompt and the output so far:
+            # recorded as such (input_length = its tokens then), as --timing recorded replays it
+            extra = st.num_tokens - input_length if st.num_tokens > input_length else 0
+            finished.append((st.t_start_s, t_done_s, input_length + extra, n_output - extra,
+                             full))
 
     def _preempt(self, lb: LiveBatch, req_id: str, decode_hashes: list,
-                 n_anon_final: int = 0) -> None:
+                 n_anon_final: int = 0, t_done_s: float = -1.0, num_tokens: int = -1,
+                 finished: list | None = None) -> None:
         st = self.inflight.pop(req_id, None)
         if st is None:
             return
+        dec = self.interner.intern(decode_hashes) if decode_hashes else []
         if st.adm is not None:
-            dec = self.interner.intern(decode_hashes) if decode_hashes else []
             lb.release(st.adm, dec, n_anon_final)
         for _i, pool in self._sim.all_pools:
             pool.free(req_id)
+        if self.recorder is not None and finished is not None and t_done_s >= 0:
+            # NOTE: the admission up to the preemption is a request of its own in the recording
+            # (type recorder.PREEMPTED_TYPE): it held and inserted blocks like any other; it
+            # computed all its tokens but the last sampled one, as a finished request does
+            finished.append((st.t_start_s, t_done_s, st.num_tokens,
+                             max(num_tokens - st.num_tokens, 0),
+                             st.ids[:st.n_admitted] + dec, 1))
 
     def _reset(self) -> None:
         """Empty every shadow cache (vLLM's reset_prefix_cache with reset_external)."""

@@ -16,10 +16,16 @@ runs, and its generated blocks enter the cache when it finishes.  With start and
   while they go in: :mod:`shadow.sim.vllm_rules`, as the connector's worker does;
 * blocks held by running requests are pinned; an admission that would need them is skipped.
 
-Left out: the engine's queue (a recording's start time is the request's arrival, so a request
-that waited is admitted here before the engine admitted it), preemptions, chunked prefill (a
-prompt is held whole from its start).  Oracles are refused: their next-access times follow file
-order, not this one.
+The connector's recording stamps each admission and release on the scheduler's thread with a
+strictly increasing microsecond (``start_time_us`` is the engine's admission, not the arrival),
+and records an admission that ended in a preemption as a request of its own (type
+``preempted``, input the tokens it was admitted with, output those it gained): so this order is
+the live shadow's, and every simulator cache gives the live one's counters (tested with a real
+engine, tests/connector/test_timing_recorded.py).  For other traces the start time is whatever
+the trace says (often the arrival: a request that waited is admitted here before an engine
+would have).  Left out: chunked prefill (a prompt is held whole from its start), decode-step
+allocation (the generated blocks go in at the release, as the live simulator caches do).
+Oracles are refused: their next-access times follow file order, not this one.
 """
 
 from __future__ import annotations
