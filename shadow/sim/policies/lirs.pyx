@@ -49,7 +49,7 @@ SPEC = PolicySpec(
     family="adaptive",
     defaults="hirs-ratio=0.01",
     strict_pins=True,
-    weight=3.0,
+    weight=3.5,
 )
 
 # flags of a resident slot
