@@ -47,6 +47,7 @@ SPEC = PolicySpec(
     description="CAR: clock with adaptive replacement, clocks T1/T2 with ghosts B1/B2 (PrefixSim fork's CAR)",
     family="adaptive",
     defaults="p=0",
+    strict_pins=True,
     weight=2.4,
 )
 
