@@ -69,23 +69,44 @@ class SerialOrder:
 FIELDS = ("start_time_us", "complete_time_us", "input_length", "output_length")
 
 
+def _grow(a: np.ndarray, need: int) -> np.ndarray:
+    """``a`` with room for at least ``need`` entries (doubling; the first ``len(a)`` kept)."""
+    if need <= a.shape[0]:
+        return a
+    b = np.empty(max(need, 2 * a.shape[0]), dtype=a.dtype)
+    b[:a.shape[0]] = a
+    return b
+
+
 def _load(tr) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
     """The whole trace's timing fields (int64 each), offsets and block ids (time order needs all
-    of it).  NOTE: plain int64 columns, not whole records: concatenating structured batches
-    field by field cost as much as serving them."""
-    cols: dict[str, list[np.ndarray]] = {f: [np.zeros(0, dtype=np.int64)] for f in FIELDS}
-    offs = [np.zeros(1, dtype=np.int64)]
-    ids = [np.zeros(0, dtype=np.int64)]
-    base = 0
+    of it).  NOTE: plain int64 columns, not whole records (concatenating structured batches
+    field by field cost as much as serving them), each batch copied into arrays sized by the
+    header's counts (grown when a header has none or undercounts), not kept and concatenated:
+    the copy then touches each new page once."""
+    h = getattr(tr, "header", None)
+    n_hint = max(int(getattr(h, "n_requests", 0) or 0), 0)
+    m_hint = max(int(getattr(h, "n_block_accesses", 0) or 0), 0)
+    cols = {f: np.empty(n_hint, dtype=np.int64) for f in FIELDS}
+    offs = np.empty(n_hint + 1, dtype=np.int64)
+    offs[0] = 0
+    ids = np.empty(m_hint, dtype=np.int64)
+    i = j = 0
     for batch in tr:
-        for f in FIELDS:
-            cols[f].append(np.asarray(batch.records[f], dtype=np.int64))
+        k = int(batch.records.shape[0])
         o = np.asarray(batch.offsets, dtype=np.int64)
-        offs.append(o[1:] + base)
-        base += int(o[-1])
-        ids.append(np.asarray(batch.block_ids, dtype=np.int64))
-    return ({f: np.concatenate(v) for f, v in cols.items()}, np.concatenate(offs),
-            np.concatenate(ids))
+        L = int(o[-1])
+        if i + k > offs.shape[0] - 1:
+            cols = {f: _grow(c, i + k) for f, c in cols.items()}
+            offs = _grow(offs, i + k + 1)
+        ids = _grow(ids, j + L)
+        for f in FIELDS:
+            cols[f][i:i + k] = batch.records[f]
+        offs[i + 1:i + k + 1] = o[1:] + j
+        ids[j:j + L] = batch.block_ids
+        i += k
+        j += L
+    return {f: c[:i] for f, c in cols.items()}, offs[:i + 1], ids[:j]
 
 
 def run_trace_recorded(sim: "Simulator", tr, path: str | os.PathLike[str], block_size: int,
@@ -103,9 +124,8 @@ def run_trace_recorded(sim: "Simulator", tr, path: str | os.PathLike[str], block
     request at a time in file order.  ``starts`` (int64, requests), when given, receives each
     request's start time (the admission order)."""
     # NOTE: the Cython modules, only when run (the CLI reads TIMING_MODES at start-up)
-    from shadow.sim.livewire import (EV_ADMIT, EV_RELEASE, OUT_PREFIX_HITS, OUT_RC, ROW_KIND,
-                                     ROW_LINK, ROW_N_ANONYMOUS, ROW_N_ANONYMOUS_FINAL, ROW_N_BLOCKS,
-                                     ROW_N_MATCH, ROW_WIDTH)
+    from shadow.sim.livewire import ROW_WIDTH
+    from shadow.sim.timewire import batch_entries, fill_batch, take_results
 
     mode = "recorded" if service is None else service.mode
     try:
@@ -160,40 +180,36 @@ def run_trace_recorded(sim: "Simulator", tr, path: str | os.PathLike[str], block
         else:
             order = np.lexsort((reqs, kinds, times))
         K = len(sim.runs)
-        rc_of = np.zeros((n, K), dtype=np.int8)         # each admission's OUT_RC per cache
-        pos = np.full(n, -1, dtype=np.int64)            # an admission's event in this chunk
+        N = 2 * n
+        # NOTE: each batch is written in one C pass (timewire.fill_batch) into buffers reused
+        # from batch to batch: numpy's per-column fancy indexing cost more than the serving
+        n_prompt, n_rel, n_match, n_anon, n_final, nb, off, ids, start = (
+            np.ascontiguousarray(x, dtype=np.int64)
+            for x in (n_prompt, n_rel, n_match, n_anon, n_final, nb, off, ids, start))
+        order = np.ascontiguousarray(order, dtype=np.int64)
+        rc_of = np.zeros((n, K), dtype=np.int8)          # each admission's OUT_RC per cache
+        pos = np.full(n, -1, dtype=np.int64)             # its row in the batch being built
+        m_max = min(BATCH_EVENTS, N)
+        ev = np.zeros((m_max, ROW_WIDTH), dtype=np.int64)
+        offsets = np.zeros(m_max + 1, dtype=np.int64)
+        ts = np.zeros(m_max, dtype=np.float64)
+        rc = np.zeros((m_max, K), dtype=np.int64)
+        ids_out = np.zeros(0, dtype=np.int64)
         served_requests = served_accesses = 0
-        for c0 in range(0, 2 * n, BATCH_EVENTS):
-            e = order[c0:c0 + BATCH_EVENTS]
-            r = reqs[e]
-            adm = kinds[e] == 1
-            rel = ~adm
-            m = e.shape[0]
-            L = np.where(adm, n_prompt[r], n_rel[r])
-            offsets = np.zeros(m + 1, dtype=np.int64)
-            np.cumsum(L, out=offsets[1:])
-            gather = np.repeat(off[r] - offsets[:-1], L) + np.arange(int(offsets[-1]))
-            ev = np.zeros((m, ROW_WIDTH), dtype=np.int64)
-            ev[:, ROW_KIND] = np.where(adm, EV_ADMIT, EV_RELEASE)
-            ev[:, ROW_N_BLOCKS] = n_prompt[r]
-            ev[:, ROW_N_MATCH] = np.where(adm, n_match[r], 0)
-            ev[:, ROW_N_ANONYMOUS] = n_anon[r]
-            ev[:, ROW_N_ANONYMOUS_FINAL] = np.where(adm, 0, n_final[r])
-            here = np.flatnonzero(adm)
-            pos[r[here]] = here
-            ev[:, ROW_LINK] = np.where(rel, pos[r], -1)
-            pos[r[here]] = -1
-            rc = np.zeros((m, K), dtype=np.int64)
-            outside = rel & (ev[:, ROW_LINK] < 0)
-            rc[outside] = rc_of[r[outside]]
-            max_len = int(np.max(L + np.where(adm, n_anon[r], n_final[r]))) if m else 0
-            out_i, _ = sim.serve_live_arrays(ev, offsets, ids[gather], start[r] / 1e6, rc, max_len)
-            rc_of[r[here]] = out_i[here, :, OUT_RC]
-            if prefix_hits is not None:
-                prefix_hits[r[here]] = np.where(out_i[here, :, OUT_RC] == 0,
-                                                out_i[here, :, OUT_PREFIX_HITS], -1)
-            served_requests += int(np.count_nonzero(rel))
-            served_accesses += int(nb[r[rel]].sum())
+        for c0 in range(0, N, BATCH_EVENTS):
+            c1 = min(c0 + BATCH_EVENTS, N)
+            m = c1 - c0
+            total = batch_entries(order, c0, c1, n, n_prompt, n_rel)
+            if total > ids_out.shape[0]:
+                ids_out = np.empty(max(total, 2 * ids_out.shape[0]), dtype=np.int64)
+            max_len, n_released, accesses = fill_batch(
+                order, c0, c1, n, n_prompt, n_rel, n_match, n_anon, n_final, nb, off, ids,
+                start, rc_of, pos, ev, offsets, ids_out, ts, rc)
+            out_i, _ = sim.serve_live_arrays(ev[:m], offsets[:m + 1], ids_out[:total], ts[:m],
+                                             rc[:m], max_len)
+            take_results(order, c0, c1, n, out_i, rc_of, pos, prefix_hits)
+            served_requests += n_released
+            served_accesses += accesses
             if progress is not None:
                 progress(served_accesses, served_requests)
     except BaseException:
