@@ -20,7 +20,8 @@ from shadow.sim.tier import OffloadTier, TierSpec, serve_request
 from shadow.sim.timing import _load, run_trace_recorded
 
 #: The tier keys a RESULT line gains (after every other key), in this order.
-TIER_KEYS = ("tier", "tier_chunks", "tier_block_bytes", "tier_hit_ratio", "tier_hit_tokens",
+TIER_KEYS = ("tier", "tier_chunks", "tier_chunk_blocks", "tier_block_bytes", "tier_hit_ratio",
+             "tier_compute_saving_ratio", "tier_hit_tokens",
              "tier_loaded_bytes", "tier_stored_bytes", "tier_evictions", "tier_store_failures",
              "tier_load_s", "tier_recompute_s")
 
@@ -29,7 +30,8 @@ TIER_KEYS = ("tier", "tier_chunks", "tier_block_bytes", "tier_hit_ratio", "tier_
 class TierResult:
     """One (cache, tier) pair after a run.  ``hit_blocks`` are the tier's hit tokens in
     blocks; ``recompute_s`` is the time the loaded blocks would take to compute under a cost
-    model in microseconds (``fit:``), else None."""
+    model in microseconds (``fit:``), else None; ``saved_cost`` is the cost model's cost of the
+    loaded blocks, ``total_cost`` the cache's (``compute_saving_ratio``'s denominator)."""
 
     spec: CacheSpec
     tier: TierSpec
@@ -43,6 +45,8 @@ class TierResult:
     recompute_us: float | None = None
     n_blocks: int = 0
     block_tokens: int = 1
+    saved_cost: float = 0.0
+    total_cost: float = 0.0
 
     @property
     def hit_blocks(self) -> float:
@@ -68,8 +72,11 @@ class TierResult:
         return {
             "tier": self.tier.label,
             "tier_chunks": self.n_chunks,
+            "tier_chunk_blocks": self.tier.blocks_per_chunk,
             "tier_block_bytes": opt(self.block_bytes, "d"),
             "tier_hit_ratio": f"{self.hit_blocks / self.n_blocks if self.n_blocks else 0.0:.6f}",
+            "tier_compute_saving_ratio":
+                f"{self.saved_cost / self.total_cost if self.total_cost else 0.0:.6f}",
             "tier_hit_tokens": self.hit_tokens,
             "tier_loaded_bytes": opt(self.loaded_bytes, "d"),
             "tier_stored_bytes": opt(self._bytes(self.stored_chunks), "d"),
@@ -103,7 +110,7 @@ def run_with_tiers(sim, batches: list, path: str | os.PathLike[str], block_token
     inp = rec["input_length"]
     in_us = cost.name.startswith("fit:")
     max_blocks = int(np.max(np.diff(off))) if n else 0
-    pos_cost = cost.costs(max_blocks) if in_us else None
+    pos_cost = cost.costs(max_blocks)
     out = []
     cache_results = sim.results()
     for k, spec in enumerate(sim.specs):
@@ -112,7 +119,8 @@ def run_with_tiers(sim, batches: list, path: str | os.PathLike[str], block_token
             nc = t.n_chunks(block_bytes)
             tier = OffloadTier(nc, t.policy, t.store_threshold, t.max_tracker_size)
             res = TierResult(spec, t, nc, block_bytes, n_blocks=n_blocks,
-                             block_tokens=block_tokens, recompute_us=0.0 if in_us else None)
+                             block_tokens=block_tokens, recompute_us=0.0 if in_us else None,
+                             total_cost=cache_results[k].total_cost)
             col = hits[:, k].tolist()
             for r in order:
                 h = col[r]
@@ -123,10 +131,13 @@ def run_with_tiers(sim, batches: list, path: str | os.PathLike[str], block_token
                 res.hit_tokens += o.hit_tokens
                 res.loaded_chunks += o.loaded_chunks
                 res.stored_chunks += o.stored_chunks
-                if pos_cost is not None and o.hit_tokens:
-                    lo = h
+                if o.hit_tokens:
+                    # NOTE: the loaded blocks are positions h .. h + ceil(hit / B) - 1
                     hi = min(h + -(-o.hit_tokens // block_tokens), pos_cost.shape[0])
-                    res.recompute_us += float(pos_cost[lo:hi].sum())
+                    c = float(pos_cost[h:hi].sum())
+                    res.saved_cost += c
+                    if in_us:
+                        res.recompute_us += c
             res.evictions = tier.n_evicted
             res.store_failures = tier.n_store_failed
             out.append(res)

@@ -99,6 +99,14 @@ def _check_policies_and_costs(algos: list[tuple[str, str]], cost_models: list[st
                    "model use vLLM's block rules (--lookup vllm).")
 @click.option("--service", default=None, metavar="SPEC",
               help="--timing model's service model, as shadow simulate --service.")
+@click.option("--tier", "tiers", multiple=True, metavar="MEDIUM:SIZES:POLICY[:k=v,...]",
+              help="Offload tiers, as shadow simulate --tier: one cell per (cache, tier size); "
+                   "repeatable.  Sweeps GPU size x host size (docs/tiers.md).")
+@click.option("--bytes-per-block", "tier_bytes", type=int, default=None,
+              help="KV bytes of one engine block, for --tier sizes in GiB.")
+@click.option("--kv-config", default=None, metavar="CONFIG[,DTYPE]",
+              help="A model's config.json (and KV dtype): a block's bytes for --tier, from each "
+                   "trace's block size.")
 @block_id_option()
 @allow_truncated_option()
 @click.option("--progress/--no-progress", default=None,
@@ -106,7 +114,8 @@ def _check_policies_and_costs(algos: list[tuple[str, str]], cost_models: list[st
 def sweep(traces_args: tuple[str, ...], traces: tuple[str, ...], algos: tuple[str, ...],
           algo_params: tuple[str, ...], cache_sizes: str, cost_models: tuple[str, ...], out_dir: str,
           executor: str, jobs: int | None, address: str | None, no_pin: bool, replay_order: str,
-          timings: tuple[str, ...], service: str | None, block_id: str, allow_truncated: bool,
+          timings: tuple[str, ...], service: str | None, tiers: tuple[str, ...],
+          tier_bytes: int | None, kv_config: str | None, block_id: str, allow_truncated: bool,
           progress: bool | None) -> None:
     """Simulate every (trace, policy, capacity, cost model) cell, in parallel, resumably.
 
@@ -146,14 +155,51 @@ def sweep(traces_args: tuple[str, ...], traces: tuple[str, ...], algos: tuple[st
         raise ShadowError(f"--timing recorded and model cannot run {', '.join(oracles)}: an "
                           f"oracle's next-access times follow the file's order")
     cell_timings = [f"model:{service}" if t == "model" and service else t for t in timings]
+    cell_tiers, kv_bytes = _tier_cells(tiers, tier_bytes, kv_config, pairs)
     cells = plan_cells(all_traces, pairs, caps, cms, pin=not no_pin, replay_order=replay_order,
-                       block_id=block_id, allow_truncated=allow_truncated, timings=cell_timings)
+                       block_id=block_id, allow_truncated=allow_truncated, timings=cell_timings,
+                       tiers=cell_tiers, kv_bytes=kv_bytes)
     ex = make_executor(executor, jobs=jobs, address=address)
     report = run_sweep(cells, out_dir, ex, progress=progress)
     click.echo(f"{report.summary()}; wrote {report.csv_path}")
     if report.failed:
         raise ShadowError(f"{len(report.failed)} of {report.n_cells} cells failed (listed above); "
                           f"run the same command again to retry them")
+
+
+def _tier_cells(tiers: tuple[str, ...], tier_bytes: int | None, kv_config: str | None,
+                pairs: list[tuple[str, str]]) -> tuple[list[str], str]:
+    """The cells' tier texts (one per tier size, canonical) and their block-bytes text, checked
+    now rather than in every cell."""
+    from shadow.sim.tier import parse_tier
+    if not tiers:
+        if tier_bytes is not None or kv_config is not None:
+            raise ShadowError("--bytes-per-block and --kv-config size a --tier; no --tier given")
+        return [""], ""
+    if tier_bytes is not None and kv_config is not None:
+        raise ShadowError("--bytes-per-block and --kv-config both give a block's bytes: one only")
+    if tier_bytes is not None and not 0 < tier_bytes < 2**40:
+        raise ShadowError(f"--bytes-per-block {tier_bytes} is not a positive byte count")
+    oracles = [a for a, _p in pairs if policy_info(a).needs_next_access]
+    if oracles:
+        raise ShadowError(f"--tier cannot run {', '.join(oracles)} (an oracle): tiers run through "
+                          f"the live path, which has no next-access times")
+    specs = [t for text in tiers for t in parse_tier(text)]
+    for t in specs:
+        if t.size_bytes is not None and tier_bytes is None and kv_config is None:
+            t.n_chunks(None)                     # NOTE: the one-line "needs the bytes" error
+        elif t.size_bytes is None or tier_bytes is not None:
+            t.n_chunks(tier_bytes)               # too small for a chunk: now
+    texts = [f"{t.medium}:{t.size_text}:{t.policy}:bw={t.bandwidth_gbps:g},"
+             f"chunk={t.blocks_per_chunk},threshold={t.store_threshold},"
+             f"tracker={t.max_tracker_size}" for t in specs]
+    kv = str(tier_bytes) if tier_bytes is not None else (kv_config or "")
+    if kv_config is not None:
+        cfg = kv_config.partition(",")[0]
+        if not os.path.isfile(cfg):
+            raise ShadowError(f"--kv-config {cfg}: no such file")
+        kv = f"{os.path.abspath(cfg)}{kv_config[len(cfg):]}"
+    return list(dict.fromkeys(texts)), kv
 
 
 @click.command("plot")

@@ -109,16 +109,23 @@ class Cell:
     #: ``serial``, ``recorded``, ``model`` or ``model:SERVICE`` (``shadow simulate --timing``,
     #: with ``--service SERVICE``)
     timing: str = "serial"
+    #: one offload tier, ``MEDIUM:SIZE:POLICY:k=v,...`` (``shadow simulate --tier``), '' none
+    tier: str = ""
+    #: the bytes of a block for the tier: ``N`` (``--bytes-per-block``) or ``CONFIG[,DTYPE]``
+    #: (``--kv-config``, read with the trace's block size), '' none
+    kv_bytes: str = ""
 
     def key(self) -> str:
         """The canonical text of every field: equal keys, equal results.
 
-        NOTE: ``timing`` is left out at its default, so a cell stored before the field existed
-        keeps its key (and its file name's digest): such sweeps resume.
+        NOTE: ``timing``, ``tier`` and ``kv_bytes`` are left out at their defaults, so a cell
+        stored before those fields existed keeps its key (and its file name's digest): such
+        sweeps resume.
         """
         d = asdict(self)
-        if d["timing"] == "serial":
-            del d["timing"]
+        for name, default in (("timing", "serial"), ("tier", ""), ("kv_bytes", "")):
+            if d[name] == default:
+                del d[name]
         return json.dumps(d, sort_keys=True, separators=(",", ":"))
 
     @property
@@ -152,8 +159,9 @@ class Cell:
 def plan_cells(traces: Iterable[str], algos: Iterable[tuple[str, str]], capacities: Iterable[int],
                cost_models: Iterable[str], *, pin: bool = True,
                replay_order: str = "deepest-first", block_id: str = "prefix",
-               allow_truncated: bool = False, timings: Iterable[str] = ("serial",)) -> list[Cell]:
-    """The cells of a sweep, in trace, cost model, timing, policy, capacity order, without
+               allow_truncated: bool = False, timings: Iterable[str] = ("serial",),
+               tiers: Iterable[str] = ("",), kv_bytes: str = "") -> list[Cell]:
+    """The cells of a sweep, in trace, cost model, timing, policy, capacity, tier order, without
     duplicates.
 
     ``algos`` holds ``(name, params)`` pairs.  Trace paths are made absolute.
@@ -167,9 +175,11 @@ def plan_cells(traces: Iterable[str], algos: Iterable[tuple[str, str]], capaciti
             for timing in timings:
                 for algo, params in algos:
                     for cap in caps:
-                        cell = Cell(path, algo, cap, cost_model, params, pin, replay_order,
-                                    block_id, allow_truncated, timing)
-                        if cell not in seen:
-                            seen.add(cell)
-                            cells.append(cell)
+                        for tier in tiers:
+                            cell = Cell(path, algo, cap, cost_model, params, pin, replay_order,
+                                        block_id, allow_truncated, timing, tier,
+                                        kv_bytes if tier else "")
+                            if cell not in seen:
+                                seen.add(cell)
+                                cells.append(cell)
     return cells

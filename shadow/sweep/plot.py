@@ -11,6 +11,11 @@ Each figure has four panels against capacity (log x axis, in blocks; also in GiB
 
 Oracles (policies that read the trace's next-access times) are drawn dashed.  matplotlib (Agg) is
 imported only when plotting.
+
+Rows of cells with an offload tier (``shadow sweep --tier``) are drawn apart: one PNG per (trace,
+cost model, options, policy, tier medium and policy), a family of curves, one per GPU cache size,
+of GPU + tier hit ratio and compute-saving ratio against the tier's capacity (GiB when the rows
+carry a block's bytes, else blocks).
 """
 
 from __future__ import annotations
@@ -109,7 +114,8 @@ def plot_sweep(csv_path: str | os.PathLike, out_dir: str | os.PathLike, *,
         bad = check_row(row)
         if bad:
             raise ShadowError(f"{csv_path}:{line}: {bad}")
-    rows = [row for _, row in numbered]
+    rows = [row for _, row in numbered if not row.get("tier")]
+    tier_rows = [row for _, row in numbered if row.get("tier")]
     groups: dict[tuple[str, ...], list[dict[str, str]]] = defaultdict(list)
     for row in rows:
         key = (row["trace"], row["cost_model"], row.get("pin") or _DEFAULTS["pin"],
@@ -126,7 +132,76 @@ def plot_sweep(csv_path: str | os.PathLike, out_dir: str | os.PathLike, *,
     for key in sorted(groups):
         title, name = _group_title(key)
         paths.append(_plot_group(groups[key], out / name, title, bytes_per_block, dpi))
+    tier_groups: dict[tuple[str, ...], list[dict[str, str]]] = defaultdict(list)
+    for row in tier_rows:
+        medium, _, rest = row["tier"].partition(":")
+        tier_policy = rest.partition(":")[2]
+        algo = f"{row['algo']}({row['params']})" if row.get("params") else row["algo"]
+        key = (row["trace"], row["cost_model"], row.get("pin") or _DEFAULTS["pin"],
+               row.get("replay_order") or _DEFAULTS["replay_order"],
+               row.get("block_id") or _DEFAULTS["block_id"],
+               row.get("timing") or _DEFAULTS["timing"], algo, f"{medium} {tier_policy}")
+        tier_groups[key].append(row)
+    for key in sorted(tier_groups):
+        title, name = _group_title(key[:6])
+        title = f"{title}\n{key[6]} with a {key[7]} tier"
+        name = name[:-len(".png")] + f"__{_slug(key[6])}__tier-{_slug(key[7])}.png"
+        paths.append(_plot_tier_group(tier_groups[key], out / name, title, dpi))
     return paths
+
+
+def _save(fig, path: Path, dpi: int) -> Path:
+    """Write ``fig`` to ``path`` atomically and close it."""
+    import matplotlib.pyplot as plt
+
+    try:
+        with atomic_path(path, suffix=".png") as tmp:
+            fig.savefig(tmp, format="png", dpi=dpi)
+    finally:
+        plt.close(fig)
+    logger.info("wrote %s", path)
+    return path
+
+
+def _tier_capacity(row: dict[str, str]) -> tuple[float, str]:
+    """A tier row's capacity: (GiB, "GiB") when it carries a block's bytes, else (blocks, ...)."""
+    blocks = int(row["tier_chunks"]) * int(row.get("tier_chunk_blocks") or 1)
+    if row.get("tier_block_bytes", "na").isdigit():
+        return blocks * int(row["tier_block_bytes"]) / 1024**3, "GiB"
+    return float(blocks), "blocks"
+
+
+def _plot_tier_group(rows: list[dict[str, str]], path: Path, title: str, dpi: int) -> Path:
+    """GPU + tier ratios against the tier's capacity, one curve per GPU cache size."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    by_gpu: dict[int, list[tuple[float, dict[str, str]]]] = defaultdict(list)
+    unit = "blocks"
+    for r in rows:
+        x, unit = _tier_capacity(r)
+        by_gpu[int(r["cache_size"])].append((x, r))
+    panels = [("GPU + tier hit ratio (first-miss)", "prefix_hit_ratio", "tier_hit_ratio"),
+              ("GPU + tier compute-saving ratio", "prefix_compute_saving_ratio",
+               "tier_compute_saving_ratio")]
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5), constrained_layout=True)
+    cmap = plt.get_cmap("viridis")
+    for ax, (ylabel, gpu_key, tier_key) in zip(axes, panels):
+        for i, (gpu, pts) in enumerate(sorted(by_gpu.items())):
+            pts.sort(key=lambda p: p[0])
+            xy = [(x, (_float(r, gpu_key) or 0.0) + (_float(r, tier_key) or 0.0)) for x, r in pts]
+            xs, ys = zip(*xy)
+            ax.plot(xs, ys, marker="o", markersize=3, color=cmap(i / max(1, len(by_gpu) - 1)),
+                    label=f"GPU {_fmt_blocks(gpu)} blocks")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel(f"tier capacity ({unit})")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend(fontsize="small")
+    fig.suptitle(title)
+    return _save(fig, path, dpi)
 
 
 def _series(rows: Iterable[dict[str, str]]) -> dict[str, list[dict[str, str]]]:
@@ -189,10 +264,4 @@ def _plot_group(rows: list[dict[str, str]], path: Path, title: str, bytes_per_bl
     if handles:
         fig.legend(handles, labels, loc="outside right center", fontsize="small")
     fig.suptitle(title)
-    try:
-        with atomic_path(path, suffix=".png") as tmp:
-            fig.savefig(tmp, format="png", dpi=dpi)
-    finally:
-        plt.close(fig)
-    logger.info("wrote %s", path)
-    return path
+    return _save(fig, path, dpi)

@@ -174,7 +174,7 @@ class SweepDir:
         out.sort(key=lambda r: (r["trace"], r["trace_path"], r["cost_model"], r["pin"],
                                 r["replay_order"], r["block_id"], r["timing"], r["algo"],
                                 r["params"],
-                                int(r["cache_size"])))
+                                int(r["cache_size"]), r.get("tier", "")))
         return columns, out
 
     def write_csv(self) -> Path:
@@ -244,7 +244,7 @@ def _read_text(path: Path, what: str, *, encoding: str = "utf-8", hint: str = ""
 
 #: RESULT / CSV columns that hold a ratio (a number in [0, 1]) or a hole figure (>= 0).
 RATIO_FIELDS = ("block_hit_ratio", "compute_saving_ratio", "prefix_hit_ratio",
-                "prefix_compute_saving_ratio")
+                "prefix_compute_saving_ratio", "tier_hit_ratio", "tier_compute_saving_ratio")
 HOLE_FIGURES = ("holes_per_req", "n_holes", "mean_hole_len", "max_hole_len")
 
 
@@ -268,7 +268,8 @@ def bad_number(row: dict[str, str]) -> str | None:
 
 def _bad_cell_field(cell: Cell) -> str | None:
     """What is wrong with the types or values of a cell read back from its key, or None."""
-    for name in ("trace", "algo", "cost_model", "params", "replay_order", "block_id", "timing"):
+    for name in ("trace", "algo", "cost_model", "params", "replay_order", "block_id", "timing",
+                 "tier", "kv_bytes"):
         if type(getattr(cell, name)) is not str:
             return f"{name} is {getattr(cell, name)!r}; expected a string"
     for name in ("pin", "allow_truncated"):
