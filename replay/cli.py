@@ -79,6 +79,10 @@ def _engine_options(f):
               help="Token synthesis and arrival seed: a new seed gives new tokens (a cold cache).")
 @click.option("--cache-salt", default=None, help="vLLM cache_salt sent with every request (isolates runs).")
 @click.option("--validate", is_flag=True, help="Also write the validation report (as `replay report`).")
+@click.option("--recording", type=click.Path(), default=None,
+              help="With --validate: the server's ShadowConnector record_dir (or a joined lcp): "
+                   "predict from the engine's own recording with --timing recorded (for a "
+                   "concurrent run).")
 @click.option("--no-progress", is_flag=True, help="No progress bar even on a terminal.")
 @_engine_options
 @allow_truncated_option()
@@ -90,7 +94,8 @@ def cli(ctx: click.Context, trace: str | None, endpoint: str | None, launch_args
         trace_block_size: int | None, max_output_tokens: int | None, max_requests: int | None,
         skip_requests: int, speedup: float | None, rate: float | None, burstiness: float,
         concurrency: int | None, duration: float | None, request_timeout: float,
-        vocab_size: int | None, seed: int, cache_salt: str | None, validate: bool, no_progress: bool,
+        vocab_size: int | None, seed: int, cache_salt: str | None, validate: bool,
+        recording: str | None, no_progress: bool,
         engine_block_size: int | None, num_gpu_blocks: int | None, policies: str | None,
         cost_model: str, allow_truncated: bool, block_id: str, verbose: int) -> None:
     """Replay a trace against a real vLLM server: TTFT, cached tokens, and the simulator's prediction.
@@ -117,6 +122,8 @@ def cli(ctx: click.Context, trace: str | None, endpoint: str | None, launch_args
         raise ShadowError(f"bad --max-requests {max_requests}: must be positive")
     if not Path(trace).is_file():
         raise ShadowError(f"{trace}: no such trace file")
+    if recording is not None and not validate:
+        raise click.UsageError("--recording is for --validate (or `replay report --recording`)")
     out_dir = Path(output)
     opts = dict(trace=trace, model=model, out_dir=out_dir, tokens_per_block=tokens_per_block,
                 trace_block_size=trace_block_size, max_output_tokens=max_output_tokens,
@@ -134,7 +141,8 @@ def cli(ctx: click.Context, trace: str | None, endpoint: str | None, launch_args
     else:
         interrupted = _run(endpoint=endpoint, launched=None, **opts)
     if validate:
-        _report(out_dir, engine_block_size, num_gpu_blocks, tokens_per_block, policies, cost_model)
+        _report(out_dir, engine_block_size, num_gpu_blocks, tokens_per_block, policies, cost_model,
+                recording)
     if interrupted:
         sys.exit(130)
 
@@ -226,13 +234,14 @@ def _run(*, endpoint: str, launched: str | None, trace: str, model: str | None, 
 
 
 def _report(path: Path, engine_block_size: int | None, num_gpu_blocks: int | None,
-            tokens_per_block: int | None, policies: str | None, cost_model: str) -> dict:
+            tokens_per_block: int | None, policies: str | None, cost_model: str,
+            recording: str | None = None) -> dict:
     from replay.report import build_report, report_text
 
     rep = build_report(path, block_size=engine_block_size, num_gpu_blocks=num_gpu_blocks,
                        tokens_per_block=tokens_per_block,
                        policies=parse_name_list(policies) if policies is not None else None,
-                       cost_model=cost_model)
+                       cost_model=cost_model, recording=recording)
     click.echo(report_text(rep))
     return rep
 
@@ -243,8 +252,13 @@ def _report(path: Path, engine_block_size: int | None, num_gpu_blocks: int | Non
               help="Tokens per trace block of the run (default: from run.json).")
 @_engine_options
 @click.option("--json", "as_json", is_flag=True, help="Print report.json instead of the text report.")
+@click.option("--recording", type=click.Path(exists=True), default=None,
+              help="The engine's own ShadowConnector recording of this run (an lcp file or its "
+                   "record_dir): predict from it with --timing recorded, in the engine's order "
+                   "(for a concurrent run).")
 def report_cmd(results: str, tokens_per_block: int | None, engine_block_size: int | None,
-               num_gpu_blocks: int | None, policies: str | None, cost_model: str, as_json: bool) -> None:
+               num_gpu_blocks: int | None, policies: str | None, cost_model: str, as_json: bool,
+               recording: str | None) -> None:
     """Validation report for a replay's RESULTS directory: predicted vs measured cached tokens,
     a fitted prefill model, predicted TTFT per policy, and PNG plots (written into RESULTS)."""
     from replay.report import build_report, report_text
@@ -252,7 +266,7 @@ def report_cmd(results: str, tokens_per_block: int | None, engine_block_size: in
     rep = build_report(results, block_size=engine_block_size, num_gpu_blocks=num_gpu_blocks,
                        tokens_per_block=tokens_per_block,
                        policies=parse_name_list(policies) if policies is not None else None,
-                       cost_model=cost_model)
+                       cost_model=cost_model, recording=recording)
     click.echo(json.dumps({k: v for k, v in rep.items() if k != "requests"}, indent=2)
                if as_json else report_text(rep))
 

@@ -168,3 +168,91 @@ def predict(results: list[RequestResult], *, tokens_per_block: int, block_size: 
         except Exception as exc:  # noqa: BLE001 - the RESULT lines are a bonus, not the prediction
             logger.info("no RESULT lines from the simulator: %s", exc)
     return pred
+
+
+def _recording_batches(path: str):
+    """The batches of a connector recording: one lcp file (``shadow convert``'s join), or a
+    directory of the connector's segments (``.partial`` ones read up to their last flush)."""
+    import os
+
+    from shadow.connector.recorder import list_segments
+    from shadow.trace import open_trace
+
+    paths = list_segments(path) if os.path.isdir(path) else [path]
+    if not paths:
+        raise ShadowError(f"{path}: no recording segments in this directory")
+    batches, block_size = [], 0
+    for p in paths:
+        with open_trace(p, allow_truncated=p.endswith(".partial")) as tr:
+            b = tr.header.block_size_tokens
+            if block_size and b != block_size:
+                raise ShadowError(f"{p}: block size {b} differs from the first segment's "
+                                  f"{block_size}")
+            block_size = b
+            batches.extend(tr)
+    return batches, block_size
+
+
+def predict_recorded(results: list[RequestResult], recording: str, *, block_size: int,
+                     num_gpu_blocks: int, policies: list[str] | None = None,
+                     cost_model: str = "uniform") -> Prediction:
+    """The prediction from the engine's own recording (the ShadowConnector's, ``record_dir``),
+    served with ``shadow simulate --timing recorded`` (:mod:`shadow.sim.timing`): every
+    admission and release in the engine's order, as the connector stamped them, queueing and
+    preemptions included.  For a replay that ran requests concurrently this replaces the
+    send-order approximation of :func:`predict`.
+
+    The recording names no request: a replayed request (in send order) takes the earliest
+    admission not yet taken (in the recording's start order) whose ``input_length`` is its prompt
+    length; a re-admission after a preemption (its input holds the output so far) or a
+    ``preempted`` record of another request is passed over the same way.  A request with no such
+    admission (the recording started later, another client's traffic) is not predicted.
+    """
+    import numpy as np
+
+    from shadow.sim import CacheSpec, Simulator, list_policies
+    from shadow.sim.registry import policy_info
+    from shadow.sim.timing import run_trace_recorded
+
+    batches, rec_block = _recording_batches(recording)
+    if rec_block != block_size:
+        raise ShadowError(f"{recording}: the recording's block size is {rec_block} tokens, the "
+                          f"engine's {block_size}")
+    if num_gpu_blocks < 2:
+        raise ShadowError(f"bad engine capacity {num_gpu_blocks} blocks")
+    capacity = num_gpu_blocks - 1
+    wanted = ["vllm"] + [p for p in (policies if policies is not None else DEFAULT_POLICIES)
+                         if p != "vllm"]
+    pred = Prediction(policies=[], block_size=block_size, capacity_blocks=capacity)
+    available = set(list_policies())
+    for name in wanted:
+        if name not in available:
+            pred.skipped_policies[name] = "not a policy"
+        elif policy_info(name).needs_next_access:
+            pred.skipped_policies[name] = "an oracle: needs next-access times in file order"
+        else:
+            pred.policies.append(name)
+    sim = Simulator([CacheSpec(p, capacity) for p in pred.policies], cost_model=cost_model,
+                    lookup="vllm", block_size_tokens=block_size, trace_name=str(recording))
+    n = sum(b.n_requests for b in batches)
+    hits = np.zeros((n, len(pred.policies)), dtype=np.int64)
+    run_trace_recorded(sim, batches, recording, block_size, prefix_hits=hits)
+    start = np.concatenate([b.records["start_time_us"] for b in batches]) if n else np.zeros(0)
+    inp = np.concatenate([b.records["input_length"] for b in batches]) if n else np.zeros(0)
+    free: dict[int, deque[int]] = {}
+    for j in np.argsort(start, kind="stable").tolist():
+        free.setdefault(int(inp[j]), deque()).append(j)
+    sent = sorted((r for r in results if r.reached_engine and r.sent_s is not None),
+                  key=lambda r: (r.sent_s, r.seq))
+    for r in sent:
+        n_prompt = r.prompt_tokens_reported or r.prompt_tokens
+        q = free.get(int(n_prompt))
+        if not q:
+            logger.warning("request %d: no admission of %d prompt tokens in the recording; not "
+                           "predicted", r.seq, n_prompt)
+            continue
+        j = q.popleft()
+        pred.cached[r.seq] = {p: max(int(h), 0) * block_size
+                              for p, h in zip(pred.policies, hits[j])}
+    pred.result_lines = [res.result_line() for res in sim.results()]
+    return pred

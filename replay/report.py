@@ -25,7 +25,7 @@ import numpy as np
 from shadow.errors import ShadowError
 
 from replay.prefill import fit_prefill
-from replay.predict import Prediction, predict
+from replay.predict import Prediction, predict, predict_recorded
 from replay.results import RequestResult, read_results, summarize
 from shadow.atomic import atomic_path, atomic_write_text
 
@@ -174,14 +174,17 @@ def _md(rep: dict[str, Any]) -> str:
              f"- engine: block size {rep['block_size']}, {rep['num_gpu_blocks']} KV blocks "
              f"(capacity {rep['capacity_blocks']}), {rep['tokens_per_block']} tokens per trace block",
              f"- requests: {rep['summary']['n_requests']} sent, {rep['summary']['n_ok']} ok, "
-             f"{rep['summary']['n_errors']} errors", ""]
+             f"{rep['summary']['n_errors']} errors",
+             f"- prediction: {rep.get('prediction', 'send order')}", ""]
     if v["match_rate"] is None:
         lines.append("No request reported cached tokens: start the server with "
                      "`--enable-prompt-tokens-details`.")
     else:
         lines.append(f"**Cached tokens: {v['n_match']} of {v['n_compared']} requests match the "
                      f"prediction (match rate {v['match_rate']:.4f}; engine model "
-                     f"{v['engine_model_match_rate']:.4f}).**")
+                     + (f"{v['engine_model_match_rate']:.4f}" if v["engine_model_match_rate"]
+                        is not None and rep.get("prediction", "send order") == "send order"
+                        else "not run") + ").**")
     if v["differing"]:
         lines += ["", "| seq | trace index | prompt tokens | measured | predicted | engine model |",
                   "|---:|---:|---:|---:|---:|---:|"]
@@ -207,11 +210,19 @@ def _md(rep: dict[str, Any]) -> str:
 
 def build_report(path: str | Path, *, block_size: int | None = None, num_gpu_blocks: int | None = None,
                  tokens_per_block: int | None = None, policies: list[str] | None = None,
-                 cost_model: str = "uniform", plots: bool = True) -> dict[str, Any]:
+                 cost_model: str = "uniform", plots: bool = True,
+                 recording: str | None = None) -> dict[str, Any]:
+    """The validation report of the results at ``path``; with ``recording`` (the engine's own
+    connector recording) the prediction serves it with ``--timing recorded``
+    (:func:`replay.predict.predict_recorded`) instead of replaying the requests in send order."""
     d, run, results = read_results(path)
     bs, nb, tpb = _engine_params(run, block_size, num_gpu_blocks, tokens_per_block)
-    pred = predict(results, tokens_per_block=tpb, block_size=bs, num_gpu_blocks=nb,
-                   policies=policies, cost_model=cost_model)
+    if recording is not None:
+        pred = predict_recorded(results, str(recording), block_size=bs, num_gpu_blocks=nb,
+                                policies=policies, cost_model=cost_model)
+    else:
+        pred = predict(results, tokens_per_block=tpb, block_size=bs, num_gpu_blocks=nb,
+                       policies=policies, cost_model=cost_model)
     val = compare(results, pred)
     ok = [r for r in results if r.ok and r.ttft_s is not None and r.cached_tokens is not None]
     model = None
@@ -225,6 +236,8 @@ def build_report(path: str | Path, *, block_size: int | None = None, num_gpu_blo
     rep: dict[str, Any] = {
         "results": str(d), "block_size": bs, "num_gpu_blocks": nb, "capacity_blocks": pred.capacity_blocks,
         "tokens_per_block": tpb, "summary": summarize(results),
+        "prediction": ("send order" if recording is None
+                       else f"the engine's recording {recording}, --timing recorded"),
         "validation": {k: v for k, v in val.items() if k != "rows"},
         "requests": val["rows"],
         "prefill_model": None if model is None else {
