@@ -22,6 +22,7 @@ from typing import Iterator
 import numpy as np
 
 from shadow.errors import ShadowError
+from shadow.connector.recorder import PREEMPTED_TYPE
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +88,10 @@ def iter_requests(trace_path: str, *, tokens_per_block: int | None = None,
         tr.__exit__(None, None, None)
         raise ShadowError(f"{trace_path}: the trace does not state its block size; pass --trace-block-size")
     tpb = int(tokens_per_block or tbs)
+    # NOTE: a connector recording's admission that ended in a preemption is a record of its own
+    # (docs/connector.md); the request is sent once, as its last admission recorded it
+    names = list(getattr(tr.header, "type_names", []) or [])
+    preempted = names.index(PREEMPTED_TYPE) + 1 if PREEMPTED_TYPE in names else 0
 
     def gen() -> Iterator[RequestSpec]:
         sent = 0
@@ -101,6 +106,8 @@ def iter_requests(trace_path: str, *, tokens_per_block: int | None = None,
                     if max_requests is not None and sent >= max_requests:
                         return
                     rec = recs[i]
+                    if preempted and int(rec["type_id"]) == preempted:
+                        continue
                     ids = batch.request_blocks(i)
                     n_full, tail = scale_tail(len(ids), int(rec["input_length"]), tbs, tpb)
                     # NOTE: arrival = start_time_us; traces that only carry the completion time

@@ -46,3 +46,29 @@ def test_a_recording_of_another_block_size_is_refused(tmp_path):
     with pytest.raises(ShadowError, match=r"the recording's block size is 4 tokens, the "
                                           r"engine's 16"):
         predict_recorded([], rec, block_size=16, num_gpu_blocks=65)
+
+
+def test_replaying_a_recording_sends_a_preempted_request_once(tmp_path):
+    """A connector recording's ``preempted`` records (an admission that ended in a preemption)
+    are not requests of their own: replay sends each request once."""
+    import numpy as np
+
+    from replay.workload import load_requests
+    from shadow.connector.recorder import TYPE_NAMES
+    from shadow.trace import Batch, LcpWriter
+    from shadow.trace.format import RECORD_DTYPE
+
+    rec = np.zeros(3, dtype=RECORD_DTYPE)
+    rec["start_time_us"] = [0, 10, 20]
+    rec["complete_time_us"] = [5, 30, 40]
+    rec["input_length"] = [9, 9, 13]
+    rec["output_length"] = [1, 2, 4]
+    rec["type_id"] = [1, 0, 0]             # the first admission of request 1 was preempted
+    blocks = [[1, 2], [1, 2, 3], [4, 5, 6]]
+    rec["n_blocks"] = [len(b) for b in blocks]
+    path = tmp_path / "r.lcp"
+    with LcpWriter(str(path), block_size_tokens=B, type_names=TYPE_NAMES) as w:
+        w.write_batch(Batch.from_lists(blocks, records=rec))
+    _tbs, _tpb, specs = load_requests(str(path))
+    assert [s.index for s in specs] == [1, 2]
+    assert [s.trace_input_length for s in specs] == [9, 13]
