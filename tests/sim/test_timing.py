@@ -295,3 +295,16 @@ def test_service_outside_timing_model_is_refused(tmp_path):
                        timeout=120)
     assert r.returncode == 2 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1
     assert "--service is --timing model's, not --timing serial's" in r.stderr
+
+
+def test_times_past_2_to_the_60_sort_the_same(tmp_path):
+    """The key sort (time * 4 + kind) gives way to a lexsort where time * 4 could overflow:
+    the same order, the same figures."""
+    reqs = _overlapping(150, 8)
+    shift = 1 << 61
+    far = [(s + shift, d + shift, *rest) for s, d, *rest in reqs]
+    args = ["-c", "8,16", "-a", "lru,arc", "--timing", "recorded"]
+    _, out, near = _simulate(_recording(tmp_path / "n.lcp", reqs), *args)
+    _, _, moved = _simulate(_recording(tmp_path / "f.lcp", far), *args)
+    strip = lambda d: {k: {f: v for f, v in r.items() if f != "trace"} for k, r in d.items()}  # noqa: E731
+    assert near and strip(near) == strip(moved), out
