@@ -44,6 +44,7 @@ POLICIES: dict[str, str] = {
     "slru": "shadow.sim.policies.slru",
     "wtinylfu": "shadow.sim.policies.wtinylfu",
     "gdsf": "shadow.sim.policies.gdsf",
+    "lhd": "shadow.sim.policies.lhd",
     "belady": "shadow.sim.policies.belady",
     "belady_compute": "shadow.sim.policies.belady_compute",
     "random_compute": "shadow.sim.policies.random_compute",
