@@ -6,6 +6,7 @@ fast and a subcommand's heavy imports (matplotlib, ray) load only when it runs:
 ====================  =====================================
 ``shadow convert``    :mod:`shadow.trace.commands`
 ``shadow stat``       :mod:`shadow.trace.commands`
+``shadow synth``      :mod:`shadow.trace.commands`
 ``shadow simulate``   :mod:`shadow.sim.commands`
 ``shadow sweep``      :mod:`shadow.sweep.commands`
 ``shadow plot``       :mod:`shadow.sweep.commands`
@@ -31,6 +32,7 @@ from shadow.errors import ShadowError
 COMMANDS: dict[str, str] = {
     "convert": "shadow.trace.commands:convert",
     "stat": "shadow.trace.commands:stat",
+    "synth": "shadow.trace.commands:synth",
     "simulate": "shadow.sim.commands:simulate",
     "sweep": "shadow.sweep.commands:sweep",
     "plot": "shadow.sweep.commands:plot",

@@ -95,3 +95,44 @@ def stat(trace: str, as_json: bool, block_id: str, allow_truncated: bool, time_u
         click.echo(json.dumps(s, sort_keys=True))
     else:
         click.echo(format_stats(s))
+
+
+@click.command("synth", context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("output", type=click.Path(dir_okay=False))
+@click.option("--seed", type=click.IntRange(0, (1 << 63) - 1), default=0, show_default=True,
+              help="Random seed: the same seed and options give the same file.")
+@click.option("--sessions", type=click.IntRange(1, 10_000_000), default=400, show_default=True,
+              help="Conversations to generate.")
+@click.option("--block-size", "block_size", type=click.IntRange(1, 1 << 20), default=16,
+              show_default=True, help="Tokens per block.")
+@click.option("--rate", type=click.FloatRange(min=0, min_open=True, max=1e6), default=2.0,
+              show_default=True, help="New sessions per second (Poisson arrivals).")
+@click.option("--branch", type=click.FloatRange(0, 1), default=0.05, show_default=True,
+              help="Probability that a turn (from turn 3) edits the previous message: a second"
+                   " continuation of the history before it.")
+@click.option("--max-context", "max_context", type=click.IntRange(1, 1 << 30), default=16384,
+              show_default=True,
+              help="Prompt tokens at most; a longer conversation keeps its system prompt and its"
+                   " newest history (a sliding window).")
+@click.option("--level", type=click.IntRange(1, 19), default=1, show_default=True,
+              help="zstd compression level for a .zst output.")
+def synth(output: str, seed: int, sessions: int, block_size: int, rate: float, branch: float,
+          max_context: int, level: int) -> None:
+    """Write a synthetic multi-turn trace OUT (.lcp or .lcp.zst): sessions of four request
+    types (chat, code, agent, rag) with shared system prompts, prompts that continue their
+    history, branches, a context limit and interleaved arrival times (docs/trace.md)."""
+    from shadow.trace.convert import output_kind
+    from shadow.trace.synth import TYPES, SynthParams, write_synth
+
+    if output_kind(output) == "jsonl":
+        raise click.UsageError("OUTPUT must be .lcp or .lcp.zst (convert it to JSONL after)")
+    longest = max(s for t in TYPES for s in t.system_tokens)
+    if max_context <= longest + 2 * block_size:
+        raise click.UsageError(f"--max-context {max_context} must exceed the longest system"
+                               f" prompt ({longest} tokens) by two blocks")
+    p = SynthParams(seed=seed, sessions=sessions, block_size=block_size, rate=rate,
+                    branch=branch, max_context=max_context)
+    s = write_synth(output, p, level=level)
+    click.echo(f"wrote {s['output']}: {s['n_requests']:,} requests, {s['n_block_accesses']:,}"
+               f" blocks, {s['n_unique_blocks']:,} unique, {s['n_sessions']:,} sessions,"
+               f" {s['n_branches']:,} branches, {s['n_truncated']:,} truncated prompts")
