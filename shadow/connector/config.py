@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from shadow.errors import ShadowError
+from shadow.trace.sessions import DEFAULT_SESSION_WINDOW
 
 PREFIX = "kv_connector_extra_config"
 
@@ -32,9 +33,9 @@ MATCH_MODES = ("vllm", "full")
 
 KNOWN_KEYS = frozenset({
     "policies", "capacities", "capacity_factors", "cost_model", "pin", "match", "record_dir",
-    "segment_max_bytes", "segment_max_seconds", "record_flush_ms", "metrics_port",
-    "metrics_host", "queue_size", "worker_nice", "id_horizon_s", "prediction_log_size", "engine_id",
-    "dp_rank", "enabled",
+    "segment_max_bytes", "segment_max_seconds", "record_flush_ms", "record_session_window",
+    "metrics_port", "metrics_host", "queue_size", "worker_nice", "id_horizon_s",
+    "prediction_log_size", "engine_id", "dp_rank", "enabled",
 })
 
 
@@ -65,6 +66,7 @@ class ShadowConfig:
     segment_max_bytes: int = 256 << 20
     segment_max_seconds: float = 3600.0
     record_flush_ms: float = 20.0
+    record_session_window: int = DEFAULT_SESSION_WINDOW
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
     queue_size: int = 8192
@@ -307,6 +309,8 @@ def parse_extra_config(extra: dict[str, Any] | None, *, block_size: int, engine_
         segment_max_seconds=_float(extra.get("segment_max_seconds", 3600.0),
                                    "segment_max_seconds", positive=True),
         record_flush_ms=_float(extra.get("record_flush_ms", 20.0), "record_flush_ms", lo=0.0),
+        record_session_window=_int(extra.get("record_session_window", DEFAULT_SESSION_WINDOW),
+                                   "record_session_window", lo=0, hi=1 << 40),
         metrics_port=metrics_port,
         metrics_host=metrics_host,
         queue_size=_int(extra.get("queue_size", 8192), "queue_size", lo=1, hi=1 << 24),

@@ -130,6 +130,7 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
                                 max_bytes=self.cfg.segment_max_bytes,
                                 max_seconds=self.cfg.segment_max_seconds,
                                 flush_ms=self.cfg.record_flush_ms,
+                                session_window=self.cfg.record_session_window,
                                 producer=(f"shadow connector; vllm {vllm.__version__}; "
                                           f"block_size {self.block_size}; "
                                           f"hash {self._hash_algo(vllm_config)}"))

@@ -11,8 +11,12 @@ Segment names sort in time order and say which engine wrote them::
     shadow-e<engine_id>-dp<rank>-<UTC yyyymmddThhmmssZ>-<seq:06d>.lcp.zst[.partial]
 
 Neither tokens nor hashes are written: only dense block ids (see :mod:`.interner`), times and
-lengths.  Any OSError (disk full, directory unwritable) turns recording off for the rest of the
-process, with one log line and ``shadow_recording_enabled`` at 0; the simulation goes on.
+lengths, and the sessions, turns and parents inferred from prefix continuation
+(:class:`shadow.trace.sessions.SessionInferrer`, over the recording's request order, across
+segments; ``chat_id`` is the request's 1-based position in the recording, so ``shadow convert
+--infer-sessions`` of the same requests without them gives the same fields).  Any OSError
+(disk full, directory unwritable) turns recording off for the rest of the process, with one log
+line and ``shadow_recording_enabled`` at 0; the simulation goes on.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ import os
 import re
 import time
 from collections.abc import Callable
+
+from shadow.trace.sessions import DEFAULT_SESSION_WINDOW, INFERRED_FIELDS, SessionInferrer
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +70,8 @@ class Recorder:
     def __init__(self, directory: str, *, block_size: int, engine_id: str = "0",
                  dp_rank: int = 0, max_bytes: int = 256 << 20, max_seconds: float = 3600.0,
                  flush_ms: float = 20.0, producer: str = "shadow connector",
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 session_window: int = DEFAULT_SESSION_WINDOW) -> None:
         self.directory = directory
         self.block_size = int(block_size)
         self.prefix = f"shadow-e{_safe(str(engine_id))}-dp{int(dp_rank)}"
@@ -84,6 +91,9 @@ class Recorder:
         self.bytes_total = 0      # compressed bytes written, all segments (shadow_recorded_bytes)
         self.n_recorded = 0       # requests written (shadow_recorded_requests)
         self.finished: list[str] = []
+        # NOTE: one inferrer for the whole recording (segments continue each other); 0 = off
+        self.sessions = (SessionInferrer(session_window, self.block_size)
+                         if session_window > 0 else None)
         # NOTE: imported now, at start-up: a first import on the worker thread holds the GIL for
         # about a second (numpy, zstandard), stalling the scheduler thread mid-request.
         try:
@@ -118,6 +128,9 @@ class Recorder:
                    "complete_time_us": round(t_done_s * 1e6),
                    "n_blocks": len(block_ids), "input_length": int(input_length),
                    "output_length": int(output_length)}
+            if self.sessions is not None:
+                rec.update(zip(INFERRED_FIELDS, self.sessions.infer(
+                    block_ids, int(input_length), int(output_length))))
             self._w.write_request(rec, block_ids)
             self.n_recorded += 1
             self._dirty = True

@@ -7,7 +7,9 @@ converter then calls :func:`annotate`, which establishes the lcp invariants:
 * block ids, user ids and type ids are dense from 1 in first-appearance order (file order),
 * ``next_access`` holds each entry's absolute next-access vtime (HAS_NEXT_ACCESS), computed in one
   backward pass with one int64 per block id,
-* ``session_next_req`` is the 1-based index of the session's next request (HAS_SESSION_NEXT).
+* sessions where the trace has none (from ``parent_chat_id`` chains, or inferred from prefix
+  continuation: :mod:`shadow.trace.sessions`), and ``session_next_req``, the 1-based index of
+  the session's next request (HAS_SESSION_NEXT).
 
 Memory: the ids (8 B per access), a gather copy while reordering (8 B), ``next_access`` (8 B), and
 one int64 per unique id at a time.
@@ -23,6 +25,8 @@ import numpy as np
 from shadow.trace import _lcp
 from shadow.trace.batch import Batch
 from shadow.trace.format import RECORD_DTYPE
+from shadow.trace.sessions import (DEFAULT_SESSION_WINDOW, derive_chains, infer_sessions as
+                                   infer_from_prefixes, link_session_next)
 
 
 @dataclass
@@ -79,8 +83,14 @@ def _dense_first_appearance(values: np.ndarray, none_value: int) -> tuple[np.nda
     return dense, uniq[order]
 
 
-def annotate(trace: TraceArrays) -> TraceArrays:
-    """Sort, renumber and annotate ``trace`` in place (see the module docstring); returns it."""
+def annotate(trace: TraceArrays, *, infer_sessions: bool = False,
+             session_window: int = DEFAULT_SESSION_WINDOW, name: str = "trace") -> TraceArrays:
+    """Sort, renumber and annotate ``trace`` in place (see the module docstring); returns it.
+
+    Sessions (:mod:`shadow.trace.sessions`): a trace without ``session_id`` gets them from its
+    ``parent_chat_id`` chains; with ``infer_sessions`` (a trace without sessions or parents)
+    from prefix continuation over the sorted file order, remembering ``session_window`` ends.
+    """
     rec = trace.records
     n = trace.n_requests
     # 1. stable sort by completion time (a later turn follows the request it extends)
@@ -115,15 +125,14 @@ def annotate(trace: TraceArrays) -> TraceArrays:
         trace.type_names = [trace.type_names[int(t) - 1] for t in uniq_types]
     else:
         trace.type_names = []
-    # 5. session next: for consecutive requests of a session (file order), link forward
-    sess = rec["session_id"]
-    snext = np.full(n, -1, dtype=np.int64)
-    idx = np.flatnonzero(sess >= 0)
-    if idx.shape[0] > 1:
-        o = idx[np.argsort(sess[idx], kind="stable")]
-        same = sess[o[1:]] == sess[o[:-1]]
-        snext[o[:-1][same]] = o[1:][same] + 1
-    rec["session_next_req"] = snext
+    # 5. sessions where the trace has none, then session next: for consecutive requests of a
+    # session (file order), link forward
+    if infer_sessions:
+        infer_from_prefixes(rec, trace.offsets, ids, window=session_window,
+                            block_size_tokens=trace.block_size_tokens, name=name)
+    else:
+        derive_chains(rec)
+    link_session_next(rec)
     trace.annotated = True
     return trace
 

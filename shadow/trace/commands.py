@@ -10,6 +10,7 @@ import click
 from shadow.cli_options import allow_truncated_option, block_id_option, parse_size
 from shadow.errors import ShadowError
 from shadow.progress import progress_bar
+from shadow.trace.sessions import DEFAULT_SESSION_WINDOW
 
 
 def _time_unit_option():
@@ -34,8 +35,17 @@ def _time_unit_option():
 @click.option("--frame-size", "frame_size", default="4M", show_default=True,
               help="Decompressed bytes per zstd frame of a .zst output (k/m suffixes; frames"
                    " are decoded in parallel when read; 0: one body frame, no frame index).")
+@click.option("--infer-sessions", "infer_sessions", is_flag=True,
+              help="Infer sessions, turns and parents from prefix continuation: a request whose"
+                   " prompt begins with an earlier request's whole block sequence continues it"
+                   " (docs/trace.md). Refused for a trace that has sessions or parents.")
+@click.option("--session-window", "session_window", type=click.IntRange(1, 1 << 40),
+              default=None,
+              help="With --infer-sessions: request ends remembered (an LRU; a conversation idle"
+                   f" for longer starts a new session). [default: {DEFAULT_SESSION_WINDOW}]")
 def convert(paths: tuple[str, ...], block_id: str, allow_truncated: bool, time_unit: str,
-            block_size: int | None, level: int, frame_size: str) -> None:
+            block_size: int | None, level: int, frame_size: str, infer_sessions: bool,
+            session_window: int | None) -> None:
     """Convert traces: IN... OUT.
 
     \b
@@ -44,19 +54,24 @@ def convert(paths: tuple[str, ...], block_id: str, allow_truncated: bool, time_u
     segments -> lcp: shadow convert seg1.lcp.zst seg2.lcp.zst.partial joined.lcp.zst
 
     The input format is told by content; the output format by the name (.lcp, .lcp.zst,
-    .jsonl).  Outputs are written to a temporary name and renamed on success.
+    .jsonl).  Outputs are written to a temporary name and renamed on success.  A trace without
+    sessions gets them from its parent_chat_id chains (session = the root's chat id).
     """
     from shadow.trace.convert import convert_file
 
     if len(paths) < 2:
         raise click.UsageError("need at least one input and one output: shadow convert IN... OUT")
+    if session_window is not None and not infer_sessions:
+        raise click.UsageError("--session-window applies only with --infer-sessions")
     inputs, output = list(paths[:-1]), paths[-1]
     frame_bytes = 0 if frame_size.strip() == "0" else parse_size(frame_size, what="frame size")
     size = os.path.getsize(inputs[0]) if os.path.isfile(inputs[0]) else None
     with progress_bar(size if len(inputs) == 1 else None, "reading") as cb:
         summary = convert_file(inputs, output, block_id=block_id, time_unit=time_unit,
                                allow_truncated=allow_truncated, level=level,
-                               frame_bytes=frame_bytes, block_size_tokens=block_size, progress=cb)
+                               frame_bytes=frame_bytes, block_size_tokens=block_size, progress=cb,
+                               infer_sessions=infer_sessions,
+                               session_window=session_window or DEFAULT_SESSION_WINDOW)
     parts = [f"wrote {summary['output']}: {summary['n_requests']:,} requests,"
              f" {summary['n_block_accesses']:,} blocks"]
     if "n_unique_blocks" in summary:

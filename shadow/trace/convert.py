@@ -32,6 +32,7 @@ from shadow.trace.format import FLAG_COUNTS_VALID, RECORD_DTYPE
 from shadow.trace.header import LcpHeader, sniff
 from shadow.trace.jsonl import JsonlReader, write_jsonl
 from shadow.trace.reader import LcpReader
+from shadow.trace.sessions import DEFAULT_SESSION_WINDOW
 from shadow.trace.writer import DEFAULT_FRAME_BYTES, DEFAULT_LEVEL, LcpWriter
 
 logger = logging.getLogger(__name__)
@@ -136,8 +137,10 @@ def load_lcp(path: str, *, allow_truncated: bool = False) -> TraceArrays:
 
 def load_trace(inputs: Sequence[str], *, block_id: str = "prefix", time_unit: str = "auto",
                allow_truncated: bool = False, block_size_tokens: int | None = None,
-               progress: Callable[[int], None] | None = None) -> TraceArrays:
-    """Load one JSONL trace or several lcp segments, joined, sorted and annotated."""
+               progress: Callable[[int], None] | None = None, infer_sessions: bool = False,
+               session_window: int = DEFAULT_SESSION_WINDOW) -> TraceArrays:
+    """Load one JSONL trace or several lcp segments, joined, sorted and annotated (sessions
+    from chains, or with ``infer_sessions`` from prefix continuation: :func:`annotate`)."""
     kinds = [input_kind(p) for p in inputs]
     if "jsonl" in kinds and len(inputs) > 1:
         raise ShadowError("several inputs must all be lcp segments of one recording; convert"
@@ -161,15 +164,22 @@ def load_trace(inputs: Sequence[str], *, block_id: str = "prefix", time_unit: st
         trace = concat(parts)
         if block_size_tokens:
             trace.block_size_tokens = block_size_tokens
-    return annotate(trace)
+    return annotate(trace, infer_sessions=infer_sessions, session_window=session_window,
+                    name=inputs[0] if len(inputs) == 1 else f"{inputs[0]} +{len(inputs) - 1}")
 
 
 def convert_file(inputs: str | Sequence[str], output: str, *, block_id: str = "prefix",
                  time_unit: str = "auto", allow_truncated: bool = False,
                  compress: bool | None = None, level: int = DEFAULT_LEVEL,
                  frame_bytes: int = DEFAULT_FRAME_BYTES, block_size_tokens: int | None = None,
-                 progress: Callable[[int], None] | None = None) -> dict[str, Any]:
-    """Convert ``inputs`` to ``output``; returns a summary (counts of what was written)."""
+                 progress: Callable[[int], None] | None = None, infer_sessions: bool = False,
+                 session_window: int = DEFAULT_SESSION_WINDOW) -> dict[str, Any]:
+    """Convert ``inputs`` to ``output``; returns a summary (counts of what was written).
+
+    ``infer_sessions``: sessions, turns and parents from prefix continuation
+    (:mod:`shadow.trace.sessions`, remembering ``session_window`` request ends); refused for a
+    trace that already has sessions or parents.
+    """
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [str(inputs)]
     inputs = [str(p) for p in inputs]
@@ -181,7 +191,7 @@ def convert_file(inputs: str | Sequence[str], output: str, *, block_id: str = "p
             raise ShadowError(f"{output}: output is also an input")
     kinds = [input_kind(p) for p in inputs]
     check_writable(output)   # NOTE: before a long read: a missing or read-only directory now
-    if out_kind == "jsonl" and len(inputs) == 1 and kinds[0] != "jsonl":
+    if out_kind == "jsonl" and len(inputs) == 1 and kinds[0] != "jsonl" and not infer_sessions:
         with LcpReader(inputs[0], allow_truncated=allow_truncated) as r:
             with atomic_path(output, parents=False) as tmp:
                 n = write_jsonl(r, r.header, str(tmp))
@@ -189,9 +199,11 @@ def convert_file(inputs: str | Sequence[str], output: str, *, block_id: str = "p
                     "n_block_accesses": r.n_entries, "truncated": r.truncated}
     trace = load_trace(inputs, block_id=block_id, time_unit=time_unit,
                        allow_truncated=allow_truncated, block_size_tokens=block_size_tokens,
-                       progress=progress)
+                       progress=progress, infer_sessions=infer_sessions,
+                       session_window=session_window)
     src = os.path.basename(inputs[0]) + (f" +{len(inputs) - 1}" if len(inputs) > 1 else "")
-    producer = f"shadow {__version__} convert {src} (block-id {block_id})"
+    inferred = f", sessions inferred, window {session_window}" if infer_sessions else ""
+    producer = f"shadow {__version__} convert {src} (block-id {block_id}{inferred})"
     if out_kind == "jsonl":
         header = header_for(trace, producer)
         # NOTE: write_jsonl renames its own <tmp>.partial to tmp; atomic_path commits tmp

@@ -76,6 +76,8 @@ def test_policies_with_parameters(tmp_path):
     ({"id_horizon_s": "soon"}, "kv_connector_extra_config.id_horizon_s", "expected a number"),
     ({"pin": "maybe"}, "kv_connector_extra_config.pin", "true or false"),
     ({"record_dir": ""}, "kv_connector_extra_config.record_dir", "directory path"),
+    ({"record_session_window": -1}, "kv_connector_extra_config.record_session_window",
+     ">= 0"),
 ])
 def test_bad_values_name_the_key(extra, where, what):
     with pytest.raises(ShadowError) as ei:
