@@ -45,6 +45,7 @@ POLICIES: dict[str, str] = {
     "wtinylfu": "shadow.sim.policies.wtinylfu",
     "gdsf": "shadow.sim.policies.gdsf",
     "lhd": "shadow.sim.policies.lhd",
+    "gdsf_compute": "shadow.sim.policies.gdsf_compute",
     "lhd_compute": "shadow.sim.policies.lhd_compute",
     "belady": "shadow.sim.policies.belady",
     "belady_compute": "shadow.sim.policies.belady_compute",

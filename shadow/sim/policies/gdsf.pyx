@@ -57,32 +57,11 @@ def set_stamp_limit(limit: int) -> int:
     return old
 
 
-cdef struct HeapEnt:
-    double pri
-    uint32_t stamp
-    int32_t slot
-
-
-cdef inline bint ent_less(const HeapEnt* a, const HeapEnt* b) noexcept nogil:
-    return a.pri < b.pri or (a.pri == b.pri and a.stamp < b.stamp)
-
-
 cdef class GDSF(Policy):
-    """See the module docstring.  Invariants: ``heap[0 .. n_heap)`` is a 4-ary min-heap on
+    """See the module docstring (attributes: gdsf.pxd).  Invariants: ``heap[0 .. n_heap)`` is a 4-ary min-heap on
     (priority, stamp) (children of ``i``: ``4i+1 .. 4i+4``); ``pos[heap[i].slot] == i``; the live
     stamps are distinct and below ``clock + 1``."""
     TABLE_PER_SLOT = 3    # NOTE: resident table 12 B/slot from 32k slots (budget: see Memory)
-
-    cdef HeapEnt* heap_raw
-    cdef HeapEnt* heap
-    cdef int32_t* pos
-    cdef int32_t* freq
-    cdef int64_t n_heap
-    cdef int64_t clock
-    cdef int64_t stamp_limit
-    cdef readonly int64_t n_renumber
-    cdef readonly double L
-    cdef readonly bint cost_aware
 
     def __cinit__(self, int64_t capacity, bint cost_aware=False, *args, **kwargs):
         # NOTE: entry 0 sits 48 bytes into a 64-byte line, so entries 4i+1 .. 4i+4 (the children
@@ -144,7 +123,7 @@ cdef class GDSF(Policy):
         heap[i] = e
         self.pos[e.slot] = <int32_t>i
 
-    cdef inline HeapEnt _pop(self) noexcept nogil:
+    cdef HeapEnt _pop(self) noexcept nogil:
         cdef HeapEnt top = self.heap[0]
         self.n_heap -= 1
         if self.n_heap > 0:
@@ -152,7 +131,7 @@ cdef class GDSF(Policy):
         self.pos[top.slot] = -1
         return top
 
-    cdef inline void _delete(self, int64_t slot) noexcept nogil:
+    cdef void _delete(self, int64_t slot) noexcept nogil:
         cdef int64_t i = self.pos[slot]
         cdef HeapEnt last
         self.n_heap -= 1
@@ -206,28 +185,32 @@ cdef class GDSF(Policy):
         self.clock = n
         self.n_renumber += 1
 
-    cdef inline uint32_t _next_stamp(self) noexcept nogil:
+    cdef uint32_t _next_stamp(self) noexcept nogil:
         if self.clock >= self.stamp_limit:
             self._renumber()
         self.clock += 1
         return <uint32_t>self.clock
 
-    cdef inline double _weight(self, const Access* acc) noexcept nogil:
+    cdef double _weight(self, const Access* acc) noexcept nogil:
         if self.cost_aware:
             return <double>(acc.cost if acc.cost > 1 else 1)
         return 1.0e6
 
-    cdef void hit(self, int64_t slot, const Access* acc) noexcept nogil:
+    cdef void _place(self, int64_t slot, double pri) noexcept nogil:
+        """Give the resident ``slot`` the priority ``pri`` and a new stamp (an access)."""
         cdef int64_t i
         cdef HeapEnt e
-        self.freq[slot] += 1
         e.stamp = self._next_stamp()
-        e.pri = self.L + <double>self.freq[slot] * self._weight(acc)
+        e.pri = pri
         e.slot = <int32_t>slot
         # NOTE: without cost-aware the key only grows (L never falls), so only _down moves it.
         self._down(self.pos[slot], e)
         i = self.pos[slot]
         self._up(i, self.heap[i])
+
+    cdef void hit(self, int64_t slot, const Access* acc) noexcept nogil:
+        self.freq[slot] += 1
+        self._place(slot, self.L + <double>self.freq[slot] * self._weight(acc))
 
     cdef int64_t insert(self, const Access* acc) noexcept nogil:
         cdef int64_t slot = self._take_slot(acc.block_id)
