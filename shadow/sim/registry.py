@@ -38,6 +38,7 @@ POLICIES: dict[str, str] = {
     "s3fifod": "shadow.sim.policies.s3fifod",
     "lecar": "shadow.sim.policies.lecar",
     "twoq": "shadow.sim.policies.twoq",
+    "cacheus": "shadow.sim.policies.cacheus",
     "lirs": "shadow.sim.policies.lirs",
     "arc": "shadow.sim.policies.arc",
     "car": "shadow.sim.policies.car",

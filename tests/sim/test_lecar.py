@@ -126,16 +126,22 @@ def test_pins_are_skipped_by_both_experts():
     assert q.py_evict(vtime=7) == 1       # all pinned: the plain front of bucket 1
 
 
-def test_no_self_eviction_with_pins_on_the_conversation_trace():
+def assert_no_self_eviction_with_pins(name: str) -> None:
+    """``name`` with pins on evicts none of a request's own blocks (and only when asked) over
+    the first 3000 requests of the conversation trace, at 256 and 2048 blocks."""
     from shadow.sim import CacheSpec, Simulator
     from tests.sim._traces import batches_of
 
-    sim = Simulator([CacheSpec("lecar", c) for c in (256, 2048)], pin=True)
+    sim = Simulator([CacheSpec(name, c) for c in (256, 2048)], pin=True)
     for b in batches_of(conversation()[:3000], size=1000):
         sim.feed(b)
     for r in sim.results():
         assert r.error is None and r.n_eviction > 0
         assert r.n_self_eviction == 0 and r.n_unexpected_eviction == 0
+
+
+def test_no_self_eviction_with_pins_on_the_conversation_trace():
+    assert_no_self_eviction_with_pins("lecar")
 
 
 @pytest.mark.parametrize("bad", ["learning-rate=-0.1", "learning-rate=inf", "lru-weight=1.5",

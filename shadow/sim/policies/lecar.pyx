@@ -132,7 +132,7 @@ cdef class LeCaR(LFU):
         cdef int64_t victim
         if a < 0:
             return 0
-        b = self._lfu_victim()
+        b = self._lfu_victim(False)
         if a == b:
             s = a
         elif <double>(rng_next(&self.rng) % 100) / 100.0 < self.w_lru:

@@ -118,20 +118,21 @@ cdef class LFU(Policy):
                 b = self.lowest
         self._append(b, slot)
 
-    cdef inline int32_t _lfu_victim(self) noexcept nogil:
-        """The first unpinned slot of the lowest bucket (front to back), then of the buckets
-        above; the lowest bucket's front if every slot is pinned; -1 if empty."""
+    cdef inline int32_t _lfu_victim(self, bint newest) noexcept nogil:
+        """The first unpinned slot of the lowest bucket from its front (``newest``: from its
+        back), then of the buckets above; that bucket's plain end if every slot is pinned; -1
+        if empty."""
         cdef int32_t b = self.lowest, s = -1
         while b >= 0:
-            s = self.bfront[b]
+            s = self.bback[b] if newest else self.bfront[b]
             while s >= 0 and self.pins[s] > 0:
-                s = self.next[s]
+                s = self.prev[s] if newest else self.next[s]
             if s >= 0:
                 return s
             b = self.bup[b]
         if self.lowest < 0:
             return -1
-        return self.bfront[self.lowest]
+        return self.bback[self.lowest] if newest else self.bfront[self.lowest]
 
     cdef inline void _prefetch_next(self) noexcept nogil:
         """Start loading the table entries of the next victim (the lowest bucket's front) and

@@ -100,7 +100,7 @@ cdef class LFU(Policy):
         return slot
 
     cdef int64_t evict(self, const Access* acc) noexcept nogil:
-        cdef int32_t s = self._lfu_victim()
+        cdef int32_t s = self._lfu_victim(False)
         if s < 0:
             return 0
         self._unlink(s)
