@@ -5,8 +5,8 @@
 Uses bench_timing's synthetic recording (``bench/out/recording-<requests>.lcp``; 135,000 requests
 are ~1M block accesses), then times, rounds alternated, CPU time (decode included in both):
 ``run_trace_recorded`` on one lru cache of 8k blocks, and ``run_with_tiers`` on the same cache
-with one host tier (lru, 32k blocks).  Prints the medians and the ratio tier / alone.  No
-thresholds.
+with one host tier (lru, 32k blocks).  Prints the medians and the ratio tier / alone, and the
+bytes per tier slot an lru and an arc tier of 1M chunks allocate.  No thresholds.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def main() -> None:
     def tiered() -> float:
         c = time.process_time()
         with open_trace(str(path)) as tr:
-            run_with_tiers(sim(), list(tr), str(path), 16, tiers, None, cost)
+            run_with_tiers(sim(), tr, str(path), 16, tiers, None, cost)
         return time.process_time() - c
 
     a, t = [], []
@@ -65,6 +65,11 @@ def main() -> None:
     print(f"lru 8k alone (recorded timing):  {ma:.3f} s CPU")
     print(f"lru 8k + cpu tier 32k blocks:    {mt:.3f} s CPU")
     print(f"tier / alone: x{mt / ma:.2f} of the time (target <= x1.5)")
+    from shadow.sim.tierloop import ChunkTier
+    n = 1 << 20
+    for policy in ("lru", "arc"):
+        b = ChunkTier(n, policy).allocated_bytes()
+        print(f"{policy} tier of {n} chunks: {b / n:.1f} B per tier slot allocated")
 
 
 if __name__ == "__main__":

@@ -270,7 +270,7 @@ def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_or
         # pass is, its rate and ETA (on a terminal only)
         with progress_bar(h.n_block_accesses, "simulating", unit="accesses") as cb:
             if tiers:
-                tier_results = run_with_tiers(sim, list(tr), path, h.block_size_tokens, tiers,
+                tier_results = run_with_tiers(sim, tr, path, h.block_size_tokens, tiers,
                                               block_bytes, cost, service=model if timing ==
                                               "model" else None if timing == "recorded"
                                               else SerialOrder(), progress=cb)

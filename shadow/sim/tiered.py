@@ -3,7 +3,7 @@
 Tier 1 runs through the live path under vLLM's block rules (shadow/sim/timing.py: serial, or
 ``--timing recorded|model``), which gives each admission's GPU prefix hit per cache; each
 (cache, tier) pair then serves the requests in admission order through the tier model
-(shadow/sim/tier.py).  A tier never changes tier 1: vLLM's loaded blocks enter the GPU cache as
+(shadow/sim/tierloop.pyx, the compiled form of shadow/sim/tier.py).  A tier never changes tier 1: vLLM's loaded blocks enter the GPU cache as
 computed ones would.
 """
 
@@ -16,7 +16,7 @@ import numpy as np
 
 from shadow.sim.cost import CostModel
 from shadow.sim.results import CacheSpec
-from shadow.sim.tier import OffloadTier, TierSpec, serve_request
+from shadow.sim.tier import TierSpec
 from shadow.sim.timing import _load, run_trace_recorded
 
 #: The tier keys a RESULT line gains (after every other key), in this order.
@@ -92,21 +92,23 @@ class TierResult:
         return " ".join(f"{k}={f[k]}" for k in TIER_KEYS)
 
 
-def run_with_tiers(sim, batches: list, path: str | os.PathLike[str], block_tokens: int,
+def run_with_tiers(sim, tr, path: str | os.PathLike[str], block_tokens: int,
                    tiers: list[TierSpec], block_bytes: int | None, cost: CostModel,
                    service=None, progress=None) -> list[TierResult]:
-    """Serve ``batches`` (a whole trace) through ``sim``'s caches (closing ``sim``) at the times
-    ``service`` gives (:class:`SerialOrder`, a ``ServiceModel``, or None: the recorded times),
-    then each cache's admissions through each tier; one :class:`TierResult` per (cache, tier), caches in
-    ``sim.specs`` order, tiers inside."""
-    rec, off, ids = _load(batches)
+    """Serve the trace ``tr`` (an open trace or its batches, read once) through ``sim``'s caches
+    (closing ``sim``) at the times ``service`` gives (:class:`SerialOrder`, a ``ServiceModel``,
+    or None: the recorded times), then each cache's admissions through each tier; one
+    :class:`TierResult` per (cache, tier), caches in ``sim.specs`` order, tiers inside."""
+    loaded = rec, off, ids = _load(tr)
     n = int(off.shape[0]) - 1
     K = len(sim.specs)
     hits = np.full((n, K), -1, dtype=np.int64)
     starts = np.zeros(n, dtype=np.int64)
-    run_trace_recorded(sim, batches, path, block_tokens, progress=progress, prefix_hits=hits,
+    run_trace_recorded(sim, loaded, path, block_tokens, progress=progress, prefix_hits=hits,
                        service=service, starts=starts)
-    order = np.argsort(starts, kind="stable").tolist()
+    from shadow.sim.tierloop import ChunkTier
+
+    order = np.argsort(starts, kind="stable")
     inp = rec["input_length"]
     in_us = cost.name.startswith("fit:")
     max_blocks = int(np.max(np.diff(off))) if n else 0
@@ -114,31 +116,16 @@ def run_with_tiers(sim, batches: list, path: str | os.PathLike[str], block_token
     out = []
     cache_results = sim.results()
     for k, spec in enumerate(sim.specs):
-        n_blocks = cache_results[k].n_blocks
         for t in tiers:
             nc = t.n_chunks(block_bytes)
-            tier = OffloadTier(nc, t.policy, t.store_threshold, t.max_tracker_size)
-            res = TierResult(spec, t, nc, block_bytes, n_blocks=n_blocks,
-                             block_tokens=block_tokens, recompute_us=0.0 if in_us else None,
-                             total_cost=cache_results[k].total_cost)
-            col = hits[:, k].tolist()
-            for r in order:
-                h = col[r]
-                if h < 0:
-                    continue
-                o = serve_request(tier, ids[off[r]:off[r + 1]].tolist(), int(inp[r]), h,
-                                  block_tokens, t.blocks_per_chunk)
-                res.hit_tokens += o.hit_tokens
-                res.loaded_chunks += o.loaded_chunks
-                res.stored_chunks += o.stored_chunks
-                if o.hit_tokens:
-                    # NOTE: the loaded blocks are positions h .. h + ceil(hit / B) - 1
-                    hi = min(h + -(-o.hit_tokens // block_tokens), pos_cost.shape[0])
-                    c = float(pos_cost[h:hi].sum())
-                    res.saved_cost += c
-                    if in_us:
-                        res.recompute_us += c
-            res.evictions = tier.n_evicted
-            res.store_failures = tier.n_store_failed
-            out.append(res)
+            tier = ChunkTier(nc, t.policy, t.store_threshold, t.max_tracker_size)
+            hit, loaded, stored, saved = tier.serve_all(ids, off, inp, hits[:, k], order,
+                                                        block_tokens, t.blocks_per_chunk,
+                                                        pos_cost)
+            out.append(TierResult(spec, t, nc, block_bytes, hit_tokens=hit, loaded_chunks=loaded,
+                                  stored_chunks=stored, evictions=tier.n_evicted,
+                                  store_failures=tier.n_store_failed,
+                                  recompute_us=saved if in_us else None,
+                                  n_blocks=cache_results[k].n_blocks, block_tokens=block_tokens,
+                                  saved_cost=saved, total_cost=cache_results[k].total_cost))
     return out

@@ -114,7 +114,8 @@ def run_trace_recorded(sim: "Simulator", tr, path: str | os.PathLike[str], block
                        prefix_hits: np.ndarray | None = None,
                        service: "ServiceModel | SerialOrder | None" = None,
                        starts: np.ndarray | None = None) -> None:
-    """Serve the trace ``tr`` (an open trace, or any iterable of its batches) in the order of its
+    """Serve the trace ``tr`` (an open trace, any iterable of its batches, or what :func:`_load`
+    returned for it) in the order of its
     recorded start and completion times, through the live path of every cache of ``sim``; then
     close ``sim`` (abort it on any failure).  ``prefix_hits`` (int64, requests x caches, file
     order), when given, receives each admission's first-miss hit blocks per cache, -1 where the
@@ -136,7 +137,8 @@ def run_trace_recorded(sim: "Simulator", tr, path: str | os.PathLike[str], block
         if block_size < 1:
             raise ShadowError(f"{path}: --timing {mode} needs the block size in tokens, which "
                               f"the trace's header does not give")
-        rec, off, ids = _load(tr)
+        # NOTE: a caller that needs the arrays too (--tier) loads them once and passes them
+        rec, off, ids = tr if isinstance(tr, tuple) else _load(tr)
         start = rec["start_time_us"]
         done = rec["complete_time_us"]
         n = int(start.shape[0])

@@ -80,7 +80,7 @@ def _run_tier_cell(cell: Cell, timing: str, service: str) -> str:
                         block_size_tokens=B)
         svc = (parse_service(service) if timing == "model" else None if timing == "recorded"
                else SerialOrder())
-        tier_results = run_with_tiers(sim, list(tr), cell.trace, B, tiers, block_bytes, cost,
+        tier_results = run_with_tiers(sim, tr, cell.trace, B, tiers, block_bytes, cost,
                                       service=svc)
     (r,) = sim.results()
     if r.error:

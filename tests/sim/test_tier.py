@@ -266,3 +266,28 @@ def test_kv_bytes_per_block_by_hand(tmp_path):
     p.write_text(json.dumps({"num_hidden_layers": 2}))
     with pytest.raises(ShadowError, match="'num_attention_heads' is None"):
         T.kv_bytes_per_block(str(p), 32)
+
+
+# --- the compiled tier (shadow/sim/tierloop.pyx) against this reference -----------------------
+
+@pytest.mark.parametrize("policy", T.TIER_POLICIES)
+@pytest.mark.parametrize("k,threshold,tracker", [(1, 0, 50), (2, 0, 50), (1, 2, 50), (4, 3, 7),
+                                                 (1, 2, 3)])
+def test_compiled_tier_equals_the_reference_per_request(policy, k, threshold, tracker):
+    from shadow.sim.tierloop import ChunkTier
+    for name, reqs in _streams():
+        for gpu_cap, n_chunks in [(8, 3), (16, 8), (64, 40), (256, 300)]:
+            ref = T.OffloadTier(n_chunks, policy, threshold, tracker)
+            fast = ChunkTier(n_chunks, policy, threshold, tracker)
+            g = Gpu(gpu_cap)
+            for i, (ids, P) in enumerate(reqs):
+                h = g.serve(ids, P, 16)
+                a = T.serve_request(ref, ids, P, h, 16, k)
+                b = fast.serve(ids, P, h, 16, k)
+                assert (a.hit_tokens, a.loaded_chunks, a.stored_chunks) == b, \
+                    (name, gpu_cap, n_chunks, i)
+            assert (ref.n_stored, ref.n_evicted, ref.n_store_failed, ref.n_store_skipped) == \
+                (fast.n_stored, fast.n_evicted, fast.n_store_failed, fast.n_store_skipped)
+            assert len(ref.policy) == len(fast)
+            if policy == "arc":
+                assert ref.policy.p == fast.p
