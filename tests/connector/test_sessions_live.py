@@ -16,7 +16,7 @@ from shadow.connector.recorder import Recorder, list_segments
 from shadow.trace.annotate import TraceArrays
 from shadow.trace.convert import load_lcp, write_lcp
 from shadow.trace.sessions import INFERRED_FIELDS
-from tests.vllm_support import (BLOCK_SIZE, REPO_ROOT, inprocess_llm, random_token_ids,
+from tests.vllm_support import (REPO_ROOT, inprocess_llm, random_token_ids,
                                 tiny_model_path, vllm_available)
 
 FIELDS = (*INFERRED_FIELDS, "session_next_req")
