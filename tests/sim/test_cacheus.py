@@ -243,3 +243,45 @@ def test_hit_ratio_near_libcachesim_cacheus_on_conversation_trace(capacity):
     want = _lcs_hit_ratio(capacity)
     got = hit_ratios("cacheus", SIZES, conversation())[capacity]
     assert abs(got - want) <= TOLERANCE, (capacity, got, want)
+
+
+def test_libcachesim_timing_reference_follows_libcachesim_get_by_get():
+    # With the experts' choices made equal (the draws differ), the reference with libCacheSim's
+    # spill timing keeps libcachesim's resident set after every get of a skewed stream, through
+    # SR's growth and hundreds of learned evictions: what docs/policies.md says SR-LRU does.
+    lcs = pytest.importorskip("libcachesim")
+    import numpy as np
+    from shadow.sim.reference.loop import Acc
+
+    def req(b: int):
+        r = lcs.Request()
+        r.obj_id, r.obj_size = b, 1
+        return r
+
+    C, n_ids = 64, 300
+    rng = np.random.default_rng(3)
+    theirs, ours = lcs.Cacheus(C), RefCacheus(C, 1, eager_spill=True)
+    learned = 0
+    for t in range(1, 1001):
+        b = int(rng.zipf(1.2)) % n_ids + 1
+        acc = Acc(b, 1, 1.0, -1, t, t, 0)
+        full_miss = not ours.find(b) and len(ours) >= C
+        if full_miss:
+            a, c = next(iter(ours.sr or ours.r)), ours.lfu.candidate()
+        hit = theirs.get(req(b))
+        assert hit == ours.find(b)
+        if hit:
+            ours.hit(b, acc)
+        else:
+            if full_miss:
+                learned += 1
+                w = dict(ours.w)
+                # NOTE: a weight of 1 (0) makes the draw take SR-LRU's (CR-LFU's) candidate
+                ours.w["lru"] = 1.0 if theirs.find(req(a), False) is None else 0.0
+                ours.evict(acc, set())
+                ours.w = w
+            ours.insert(b, acc)
+            ours.spilled.clear()
+        want = {x for x in range(1, n_ids + 1) if theirs.find(req(x), False) is not None}
+        assert want == set(ours.sr) | set(ours.r), t
+    assert learned > 200 and ours.sr_size > C // 2

@@ -41,11 +41,12 @@ or more of them redraws ``lr`` as at the start.
 NOTE: SR_LRU.c also shrinks SR when a demoted block is hit in SR, and both resizes read the
 marks of the object just made in R.  In libCacheSim's source (1a1a11a/libCacheSim, 2024) a fresh
 object has no marks, so neither runs; the PyPI libcachesim 0.3.5 grows SR (its R object carries
-H's marks) but was not seen to shrink it: the pure-Python reference with libCacheSim's spill
-timing keeps the same resident set as libcachesim get by get through hundreds of gets and tens of
-learned evictions with the choices forced equal without the shrink, and only up to the first
-shrink with it.  So here:
-growth, no shrink.  libCacheSim evicts SR's tail inside the insert that overfills SR, while the
+H's marks) but was not seen to shrink it: with the experts' choices made equal, the pure-Python
+reference with libCacheSim's spill timing keeps libcachesim's resident set after every one of
+1000 gets (over 200 learned evictions, SR grown past C // 2: tests/sim/test_cacheus.py) without
+the shrink, and only up to the first shrink with it.  So here: growth, no shrink.
+
+libCacheSim evicts SR's tail inside the insert that overfills SR, while the
 cache has room, so its cache holds at most ``SR + R`` blocks (``2 * (C // 2)`` at the start),
 fewer until R fills; the serve loop allows no eviction outside ``evict`` (an insert could take
 the request's own blocks), so here SR keeps what R does not use and gives its tails first when
