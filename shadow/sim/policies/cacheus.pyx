@@ -41,10 +41,12 @@ or more of them redraws ``lr`` as at the start.
 NOTE: SR_LRU.c also shrinks SR when a demoted block is hit in SR, and both resizes read the
 marks of the object just made in R.  In libCacheSim's source (1a1a11a/libCacheSim, 2024) a fresh
 object has no marks, so neither runs; the PyPI libcachesim 0.3.5 grows SR (its R object carries
-H's marks) but was not seen to shrink it: with the experts' choices made equal, the pure-Python
-reference with libCacheSim's spill timing keeps libcachesim's resident set after every one of
-1000 gets (over 200 learned evictions, SR grown past C // 2: tests/sim/test_cacheus.py) without
-the shrink, and only up to the first shrink with it.  So here: growth, no shrink.
+H's marks: it reuses the memory of H's entry, freed just before) but shrinks it only when the
+memory it reuses on an SR hit happens to hold a demoted mark: with the experts' choices made
+equal, the pure-Python reference with libCacheSim's spill timing keeps libcachesim's resident
+set after every one of 1000 gets in a fresh process (over 200 learned evictions, SR grown past
+C // 2: tests/sim/test_cacheus.py) without the shrink, only up to the first shrink with it, and
+to get 542 after other caches ran in the process.  So here: growth, no shrink.
 
 libCacheSim evicts SR's tail inside the insert that overfills SR, while the
 cache has room, so its cache holds at most ``SR + R`` blocks (``2 * (C // 2)`` at the start),
@@ -87,7 +89,7 @@ SPEC = PolicySpec(
     family="adaptive",
     defaults="seed=1",
     strict_pins=True,
-    weight=2.5,
+    weight=4.0,
 )
 
 

@@ -58,7 +58,7 @@ SPEC = PolicySpec(
     family="adaptive",
     defaults="update-weight=1,lru-weight=0.5,learning-rate=0.45,seed=1",
     strict_pins=True,
-    weight=2.0,
+    weight=2.8,
 )
 
 
