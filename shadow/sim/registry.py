@@ -34,6 +34,7 @@ POLICIES: dict[str, str] = {
     "size": "shadow.sim.policies.size",
     "fifo_merge": "shadow.sim.policies.fifo_merge",
     "s3fifo": "shadow.sim.policies.s3fifo",
+    "s3fifo_compute": "shadow.sim.policies.s3fifo_compute",
     "qdlp": "shadow.sim.policies.qdlp",
     "s3fifod": "shadow.sim.policies.s3fifod",
     "lecar": "shadow.sim.policies.lecar",

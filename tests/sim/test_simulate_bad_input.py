@@ -19,6 +19,8 @@ CASES = [
      "policy clock: n-bit-counter must be 1..8"),
     (["-c", "8k", "-a", "s3fifo", "--algo-params", "s3fifo:small-size-ratio=2"],
      "small-size-ratio must be in (0, 1)"),
+    (["-c", "8k", "-a", "s3fifo_compute", "--algo-params", "s3fifo_compute:move-to-main-threshold=0"],
+     "policy s3fifo_compute: move-to-main-threshold must be in [1, 255], got 0"),
     (["-c", "8k", "-a", "lirs", "--algo-params", "lirs:hirs-ratio=1"],
      "policy lirs: hirs-ratio must be in (0, 1)"),
     (["-c", "8k", "-a", "lru", "--cost-model", "linear:1"], "expected linear:A,B"),
