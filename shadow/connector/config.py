@@ -36,7 +36,14 @@ KNOWN_KEYS = frozenset({
     "segment_max_bytes", "segment_max_seconds", "record_flush_ms", "record_session_window",
     "metrics_port", "metrics_host", "queue_size", "worker_nice", "id_horizon_s",
     "prediction_log_size", "engine_id", "dp_rank", "enabled",
+    "tiers", "tier_caches", "bytes_per_block",
 })
+
+#: Which shadow caches the ``tiers`` go behind: ``engine`` (default) the ``vllm`` cache at the
+#: engine's own capacity, ``all`` every configured cache.
+TIER_CACHES = ("engine", "all")
+#: At most this many (cache, tier) pairs: each is a pure-Python tier model on the worker thread.
+MAX_TIER_PAIRS = 64
 
 
 @dataclass(frozen=True)
@@ -76,11 +83,27 @@ class ShadowConfig:
     engine_id: str = "0"
     dp_rank: int = 0
     enabled: bool = True
+    #: offload tiers (shadow.sim.tier.TierSpec), one per size, and their capacities in chunks
+    tiers: tuple = ()
+    tier_chunks: tuple[int, ...] = ()
+    tier_caches: str = "engine"
+    #: bytes of one engine KV block (the engine's KV cache spec, or the ``bytes_per_block`` key)
+    bytes_per_block: int | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def caches(self) -> list[tuple[PolicySpec, int]]:
         return [(p, c) for p in self.policies for c in self.capacities]
+
+    @property
+    def tier_targets(self) -> list[int]:
+        """Indexes into :attr:`caches` of the caches the tiers go behind (``tier_caches``)."""
+        if not self.tiers:
+            return []
+        if self.tier_caches == "all":
+            return list(range(len(self.caches)))
+        return [i for i, (p, c) in enumerate(self.caches)
+                if p.name == "vllm" and not p.params and c == self.engine_blocks]
 
 
 def _err(key: str, msg: str) -> ShadowError:
@@ -211,12 +234,15 @@ def parse_extra_config(extra: dict[str, Any] | None, *, block_size: int, engine_
                        engine_id: str = "0", dp_rank: int = 0,
                        known_policies: list[str] | None = None,
                        check_policy: Callable[[str, str], None] | None = None,
-                       check_cost_model: bool = True) -> ShadowConfig:
+                       check_cost_model: bool = True,
+                       bytes_per_block: int | None = None) -> ShadowConfig:
     """Validate ``kv_connector_extra_config`` against the engine's block size and block count.
 
     ``engine_blocks`` is the engine's usable KV block count (without vLLM's null block);
     default capacities are ``round(engine_blocks * f)`` for each of ``capacity_factors``, then
-    ``capacities`` (absolute block counts) are added; duplicates collapse.
+    ``capacities`` (absolute block counts) are added; duplicates collapse.  ``bytes_per_block``
+    is the engine's KV bytes per block (None: unknown), which the ``bytes_per_block`` key
+    overrides; tier sizes in bytes need one of them.
     """
     if extra is not None and not isinstance(extra, Mapping):
         raise ShadowError(f"{PREFIX}: expected a mapping of keys to values, got "
@@ -296,7 +322,11 @@ def parse_extra_config(extra: dict[str, Any] | None, *, block_size: int, engine_
     if not isinstance(metrics_host, str) or not metrics_host:
         raise _err("metrics_host", f"expected a host name or address, got {metrics_host!r}")
 
-    return ShadowConfig(
+    if "bytes_per_block" in extra:
+        bytes_per_block = _int(extra["bytes_per_block"], "bytes_per_block", lo=1, hi=1 << 40)
+    tiers, tier_chunks, tier_caches = _tiers(extra, block_size, bytes_per_block)
+
+    cfg = ShadowConfig(
         block_size=block_size,
         engine_blocks=engine_blocks,
         policies=policies,
@@ -321,5 +351,52 @@ def parse_extra_config(extra: dict[str, Any] | None, *, block_size: int, engine_
         engine_id=str(extra.get("engine_id", engine_id)),
         dp_rank=_int(extra.get("dp_rank", dp_rank), "dp_rank", lo=0),
         enabled=_bool(extra.get("enabled", True), "enabled"),
+        tiers=tiers,
+        tier_chunks=tier_chunks,
+        tier_caches=tier_caches,
+        bytes_per_block=bytes_per_block,
         extra=extra,
     )
+    if tiers:
+        n = len(cfg.tier_targets)
+        if n == 0:
+            raise _err("tier_caches", f"'engine' puts the tiers behind the vllm cache at the "
+                       f"engine's capacity ({engine_blocks} blocks), which is not configured: "
+                       f"add vllm to policies and 1 to capacity_factors, or set tier_caches "
+                       f"to all")
+        if n * len(tiers) > MAX_TIER_PAIRS:
+            raise _err("tiers", f"{len(tiers)} tiers behind {n} caches make "
+                       f"{n * len(tiers)} tier models, more than {MAX_TIER_PAIRS}: give fewer "
+                       f"sizes or tier_caches engine")
+    return cfg
+
+
+def _tiers(extra: Mapping[str, Any], block_size: int,
+           bytes_per_block: int | None) -> tuple[tuple, tuple[int, ...], str]:
+    """The ``tiers`` entries (``--tier`` text or mappings, shadow.sim.tier.parse_tier_entry),
+    their capacities in chunks, and ``tier_caches``; every check done here, at start-up."""
+    from shadow.sim.tier import parse_tier_entry
+
+    tier_caches = str(extra.get("tier_caches", "engine"))
+    if tier_caches not in TIER_CACHES:
+        raise _err("tier_caches", f"unknown value {tier_caches!r} (known: "
+                   f"{', '.join(TIER_CACHES)})")
+    if "tiers" not in extra:
+        return (), (), tier_caches
+    value = extra["tiers"]
+    entries = [value] if isinstance(value, (str, Mapping)) else value
+    if not isinstance(entries, (list, tuple)) or not entries:
+        raise _err("tiers", f"expected a tier (MEDIUM:SIZES:POLICY[:k=v,...] or a mapping) or "
+                   f"a non-empty list of them, got {value!r:.80}")
+    specs = []
+    chunks = []
+    for i, entry in enumerate(entries):
+        where = f"{PREFIX}.tiers[{i}]"
+        for t in parse_tier_entry(entry, where, block_size):
+            chunks.append(t.n_chunks(bytes_per_block, where,
+                                     f"the engine's KV cache spec gave none: set "
+                                     f"{PREFIX}.bytes_per_block"))
+            if t in specs:
+                raise _err(f"tiers[{i}]", f"tier {t.label} is listed twice")
+            specs.append(t)
+    return tuple(specs), tuple(chunks), tier_caches

@@ -74,6 +74,31 @@ def _version_tuple(v: str) -> tuple[int, int]:
     return parts[0], parts[1]
 
 
+def kv_bytes_per_block(kv_cache_config: Any) -> int | None:
+    """Bytes of one engine KV block on this rank, as vLLM 0.32's ``OffloadingConnector`` sizes
+    its host blocks (``build_offloading_config`` in
+    ``distributed/kv_transfer/kv_connector/v1/offloading/config.py``): the size of the one
+    backing KV allocation over ``num_blocks`` when the config has tensors, else per cache group
+    its spec's ``page_size_bytes`` (layers x KV heads x head size x dtype bytes x block size,
+    keys and values) times its layers (a ``UniformTypeKVCacheSpecs`` covers them all).  None
+    when neither is there (the ``bytes_per_block`` key then gives it)."""
+    try:
+        n = int(getattr(kv_cache_config, "num_blocks", 0) or 0)
+        tensors = getattr(kv_cache_config, "kv_cache_tensors", None)
+        if n > 0 and tensors and getattr(kv_cache_config, "hisparse_host_num_blocks", None) is None:
+            return int(tensors[0].size) // n or None
+        from vllm.v1.kv_cache_interface import UniformTypeKVCacheSpecs
+
+        total = 0
+        for group in kv_cache_config.kv_cache_groups:
+            spec = group.kv_cache_spec
+            total += (spec.page_size_bytes if isinstance(spec, UniformTypeKVCacheSpecs)
+                      else spec.page_size_bytes * len(group.layer_names))
+        return total or None
+    except (AttributeError, TypeError, ValueError, ImportError):
+        return None
+
+
 class ShadowConnectorMetadata(KVConnectorMetadata):
     """Empty: the observer sends nothing to the workers."""
 
@@ -152,6 +177,11 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
                     ",".join(map(str, self.cfg.capacities)), self.block_size,
                     self.cfg.engine_blocks, self.cfg.record_dir or "off",
                     self.metrics_address or "off")
+        if self.cfg.tiers:
+            logger.info("shadow connector: offload tiers %s behind %d cache(s) (%s), %s bytes per "
+                        "block", ",".join(t.label for t in self.cfg.tiers),
+                        len(self.cfg.tier_targets), self.cfg.tier_caches,
+                        self.cfg.bytes_per_block or "unknown")
 
     # -- configuration ------------------------------------------------------------------------
     @staticmethod
@@ -171,7 +201,8 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
         # NOTE: KVTransferConfig.engine_id defaults to a fresh uuid4 per start, which would make
         # segment names unstable; the recording's engine name comes from extra_config.engine_id.
         return parse_extra_config(extra, block_size=int(block_size), engine_blocks=engine_blocks,
-                                  engine_id="0", dp_rank=dp_rank)
+                                  engine_id="0", dp_rank=dp_rank,
+                                  bytes_per_block=kv_bytes_per_block(kv_cache_config))
 
     @staticmethod
     def _model_name(vllm_config: "VllmConfig") -> str:
@@ -377,6 +408,9 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
             Payload.RECORDING: snap.recording_enabled,
             Payload.CAPACITY: self.cfg.engine_blocks,
             Payload.STOPPED: dict(zip(snap.cache_keys, snap.stopped)),
+            Payload.TIERS: {k: list(row) for k, row in zip(snap.tier_keys, snap.tiers)},
+            Payload.TIER_OCCUPANCY: dict(zip(snap.tier_keys, snap.tier_occupancy)),
+            Payload.TIER_CAPACITY: dict(zip(snap.tier_keys, snap.tier_capacity)),
         }
 
     def get_kv_connector_stats(self) -> ShadowStats | None:
@@ -397,6 +431,15 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
                               None if prev is None else prev.caches)
             stopped = stopped_delta(snap.cache_keys, snap.stopped,
                                     None if prev is None else prev.stopped)
+            tier_keys = snap.tier_keys
+            if tier_keys:
+                # NOTE: only with tiers configured; the row deltas, then the occupancy and the
+                # capacity as states (every tier in the first payload, then changes only)
+                tiers = rows_delta(tier_keys, snap.tiers, None if prev is None else prev.tiers)
+                occ = stopped_delta(tier_keys, snap.tier_occupancy,
+                                    None if prev is None else prev.tier_occupancy)
+                tcap = stopped_delta(tier_keys, snap.tier_capacity,
+                                     None if prev is None else prev.tier_capacity)
             rec_req, rec_bytes, worker_err = snap.worker
             e_now = (c.observed, c.dropped, rec_req, rec_bytes, c.errors + worker_err,
                      c.engine_query, c.engine_hit)
@@ -406,13 +449,17 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
             rec = snap.recording_enabled
             # NOTE: the first payload always goes out, so the gauges appear before traffic
             if (rec == self._last_rec_sent and e_now == e_prev and not stopped
-                    and not any(any(r) for r in rows.values())):
+                    and not any(any(r) for r in rows.values())
+                    and not (tier_keys and (occ or tcap or any(any(r) for r in tiers.values())))):
                 return None
             self._last_rec_sent = rec
-            return ShadowStats(data={Payload.CACHES: rows, Payload.ENGINE: e,
-                                     Payload.RECORDING: rec,
-                                     Payload.CAPACITY: self.cfg.engine_blocks,
-                                     Payload.STOPPED: stopped})
+            data = {Payload.CACHES: rows, Payload.ENGINE: e, Payload.RECORDING: rec,
+                    Payload.CAPACITY: self.cfg.engine_blocks, Payload.STOPPED: stopped}
+            if tier_keys:
+                data[Payload.TIERS] = tiers
+                data[Payload.TIER_OCCUPANCY] = occ
+                data[Payload.TIER_CAPACITY] = tcap
+            return ShadowStats(data=data)
         except Exception as exc:  # noqa: BLE001
             self._error("get_kv_connector_stats", exc)
             return None

@@ -15,10 +15,13 @@ Stats payload (``ShadowStats.data``, plain JSON-able types so it survives vLLM's
 
     {"c": {"<policy label>|<capacity>": [12 numbers in CACHE_FIELDS order]},
      "e": {"observed_requests": n, ...},  "rec": 1 | 0, "cap": engine blocks,
-     "s": {"<policy label>|<capacity>": 1 | 0}}
+     "s": {"<policy label>|<capacity>": 1 | 0},
+     # only with offload tiers configured, keys "<policy label>|<capacity>|<tier label>":
+     "t": {key: [5 numbers in TIER_FIELDS order]}, "to": {key: bytes held}, "tc": {key: bytes}}
 
 An engine's first payload names every cache; later ones only the caches whose counters moved
-(:func:`rows_delta`) and, in ``"s"``, whose stopped state changed (:func:`stopped_delta`).
+(:func:`rows_delta`) and, in ``"s"``, whose stopped state changed (:func:`stopped_delta`); the
+tiers likewise (``"to"``/``"tc"`` are states, the latest value wins).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from vllm.distributed.kv_transfer.kv_connector.v1.metrics import (KVConnectorPromMetrics,
                                                                   KVConnectorStats)
 
-from shadow.connector.worker import CACHE_FIELDS, cache_key
+from shadow.connector.worker import CACHE_FIELDS, TIER_FIELDS, cache_key, tier_key
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +51,9 @@ class Payload:
     RECORDING = "rec"   # 1 recording, 0 off, -1 unknown
     CAPACITY = "cap"    # the engine's usable block count
     STOPPED = "s"       # cache key -> 1 stopped, 0 serving
+    TIERS = "t"         # tier key -> counter row (TIER_FIELDS order)
+    TIER_OCCUPANCY = "to"   # tier key -> bytes held
+    TIER_CAPACITY = "tc"    # tier key -> capacity in bytes
 
 
 #: Per-engine counters (the payload's "e" keys), in exposition order.
@@ -82,6 +88,20 @@ RECORDING_HELP = "1 while the shadow records lcp, 0 after recording was turned o
 STOPPED_GAUGE = "shadow_cache_stopped"
 STOPPED_HELP = ("1 while this shadow cache is stopped (it failed, e.g. out of memory; its counters "
                 "freeze and the log says why), 0 while it serves; a prefix-cache reset restarts it.")
+TIER_HELP = {
+    "hit_tokens": "Prompt tokens the offload tier behind this shadow cache would load (GPU misses "
+                  "it holds).",
+    "loaded_bytes": "Bytes the offload tier would load (chunks loaded x chunk bytes).",
+    "stored_bytes": "Bytes the offload tier would store (chunks stored x chunk bytes).",
+    "evictions": "Chunks evicted from the offload tier.",
+    "store_failures": "Stores that stored nothing (too few chunks could be evicted).",
+}
+TIER_OCCUPANCY_GAUGE = "shadow_tier_occupancy_bytes"
+TIER_OCCUPANCY_HELP = "Bytes the offload tier holds now (chunks held x chunk bytes)."
+TIER_CAPACITY_GAUGE = "shadow_tier_capacity_bytes"
+TIER_CAPACITY_HELP = "The offload tier's capacity in bytes (whole chunks)."
+#: The labels of the tier series after model_name and engine.
+TIER_LABELS = ("policy", "capacity_blocks", "tier")
 CAPACITY_GAUGE = "shadow_engine_capacity_blocks"
 CAPACITY_HELP = ("The engine's usable KV block count (without the null block): the capacity_blocks "
                  "label of the fidelity shadow caches.")
@@ -91,6 +111,25 @@ def split_key(key: str) -> tuple[str, str]:
     """``"lru|1024"`` -> ``("lru", "1024")``."""
     policy, _, cap = key.rpartition("|")
     return policy, cap
+
+
+def split_tier_key(key: str) -> tuple[str, str, str]:
+    """``"vllm|27|cpu:4g:lru"`` -> ``("vllm", "27", "cpu:4g:lru")`` (TIER_LABELS values)."""
+    cache, _, tier = key.rpartition("|")
+    return (*split_key(cache), tier)
+
+
+def tier_counter_name(f: str) -> str:
+    return f"shadow_tier_{f}"
+
+
+def exported_series() -> set[str]:
+    """Every series name the connector exports, as Prometheus exposes it (counters end in
+    ``_total``): the one list docs/metrics.md and deploy/ are checked against."""
+    counters = ([f"shadow_{f}" for f in CACHE_FIELDS + ENGINE_FIELDS]
+                + [tier_counter_name(f) for f in TIER_FIELDS])
+    return {n + "_total" for n in counters} | {RECORDING_GAUGE, STOPPED_GAUGE, CAPACITY_GAUGE,
+                                                TIER_OCCUPANCY_GAUGE, TIER_CAPACITY_GAUGE}
 
 
 class ShadowStats(KVConnectorStats):
@@ -105,6 +144,9 @@ class ShadowStats(KVConnectorStats):
             return True
         if d.get(Payload.STOPPED) or any(v for v in d.get(Payload.ENGINE, {}).values()):
             return False
+        if d.get(Payload.TIER_OCCUPANCY) or d.get(Payload.TIER_CAPACITY) or \
+                any(any(row) for row in d.get(Payload.TIERS, {}).values()):
+            return False
         return not any(any(row) for row in d.get(Payload.CACHES, {}).values())
 
     def aggregate(self, other: KVConnectorStats) -> "ShadowStats":
@@ -118,11 +160,21 @@ class ShadowStats(KVConnectorStats):
                 Payload.RECORDING: o.get(Payload.RECORDING, -1),
                 Payload.CAPACITY: o.get(Payload.CAPACITY, 0),
                 Payload.STOPPED: dict(o.get(Payload.STOPPED, {}))}
+            for part in (Payload.TIERS, Payload.TIER_OCCUPANCY, Payload.TIER_CAPACITY):
+                if part in o:
+                    self.data[part] = {k: list(v) if isinstance(v, list) else v
+                                       for k, v in o[part].items()}
             return self
-        c = self.data.setdefault(Payload.CACHES, {})
-        for k, row in o.get(Payload.CACHES, {}).items():
-            mine = c.get(k)
-            c[k] = list(row) if mine is None else [a + b for a, b in zip(mine, row)]
+        for part in (Payload.CACHES, Payload.TIERS):
+            if part not in o:
+                continue
+            c = self.data.setdefault(part, {})
+            for k, row in o[part].items():
+                mine = c.get(k)
+                c[k] = list(row) if mine is None else [a + b for a, b in zip(mine, row)]
+        for part in (Payload.TIER_OCCUPANCY, Payload.TIER_CAPACITY):
+            if o.get(part):  # states: the later interval's value wins
+                self.data.setdefault(part, {}).update(o[part])
         e = self.data.setdefault(Payload.ENGINE, {})
         for k, v in o.get(Payload.ENGINE, {}).items():
             e[k] = e.get(k, 0) + v
@@ -144,6 +196,10 @@ class ShadowStats(KVConnectorStats):
         for k, v in self.data.get(Payload.STOPPED, {}).items():
             if v:
                 out[f"{k} stopped"] = 1
+        ht = TIER_FIELDS.index("hit_tokens")
+        for k, row in self.data.get(Payload.TIERS, {}).items():
+            if row[ht]:
+                out[f"{k} tier_hit_tokens"] = row[ht]
         for k, v in self.data.get(Payload.ENGINE, {}).items():
             if v:
                 out[k] = v
@@ -191,7 +247,17 @@ def _fast_inc(child: Any) -> Callable[[float], None]:
 
 def expected_cache_keys(vllm_config, n_engines: int) -> tuple[list[str], int]:
     """The cache keys and engine capacity an engine of ``vllm_config`` will report, as the
-    frontend can tell before any stats arrive (``([], 0)`` when it cannot).
+    frontend can tell before any stats arrive (``([], 0)`` when it cannot)."""
+    keys, _tiers, cap = expected_keys(vllm_config, n_engines)
+    return keys, cap
+
+
+def expected_keys(vllm_config, n_engines: int) -> tuple[list[str], list[str], int]:
+    """The cache keys, tier keys and engine capacity an engine of ``vllm_config`` will report,
+    as the frontend can tell before any stats arrive (``([], [], 0)`` when it cannot).
+
+    NOTE: the frontend does not know the engine's bytes per KV block; tier labels do not depend
+    on it, so a placeholder of 1 byte lets sizes in bytes parse (the engine core checks them).
 
     NOTE: the engines' handshake leaves the *sum* of their KV block counts in the frontend's
     ``cache_config.num_gpu_blocks``; each engine's usable capacity is its share minus the null
@@ -202,14 +268,17 @@ def expected_cache_keys(vllm_config, n_engines: int) -> tuple[list[str], int]:
     total = int(getattr(vllm_config.cache_config, "num_gpu_blocks", 0) or 0)
     per_engine = total // max(1, int(n_engines)) - 1
     if per_engine <= 0:
-        return [], 0
+        return [], [], 0
     ktc = vllm_config.kv_transfer_config
     extra = dict(getattr(ktc, "kv_connector_extra_config", None) or {})
     block_size = int(vllm_config.cache_config.block_size or 16)
-    cfg = parse_extra_config(extra, block_size=block_size, engine_blocks=per_engine)
+    cfg = parse_extra_config(extra, block_size=block_size, engine_blocks=per_engine,
+                             bytes_per_block=1)
     if not cfg.enabled:
-        return [], 0
-    return [cache_key(p.label, c) for p, c in cfg.caches], per_engine
+        return [], [], 0
+    keys = [cache_key(p.label, c) for p, c in cfg.caches]
+    tiers = [tier_key(keys[i], t.label) for i in cfg.tier_targets for t in cfg.tiers]
+    return keys, tiers, per_engine
 
 
 def _unregister(registry: CollectorRegistry, names: Iterable[str]) -> None:
@@ -226,6 +295,22 @@ def _unregister(registry: CollectorRegistry, names: Iterable[str]) -> None:
                     pass
 
 
+def _add_rows(rows: dict[str, Sequence[float]], children: dict[tuple[int, str], list],
+              engine_idx: int, base: list[str],
+              make: Callable[[list[str], str], list[Callable[[float], None]]]) -> None:
+    """Add each key's row of deltas to its counters (``make`` binds them on first use).
+
+    NOTE: pre-bound incs cached per (engine, key): labels() costs microseconds per call;
+    unchanged counters (zero deltas) are skipped."""
+    for key, row in rows.items():
+        incs = children.get((engine_idx, key))
+        if incs is None:
+            incs = children[(engine_idx, key)] = make(base, key)
+        for inc, v in zip(incs, row):
+            if v > 0:
+                inc(v)
+
+
 class ShadowPromMetrics(KVConnectorPromMetrics):
     """Registers the shadow series on vLLM's registry and adds each stats interval to them."""
 
@@ -233,8 +318,18 @@ class ShadowPromMetrics(KVConnectorPromMetrics):
                  per_engine_labelvalues: dict[int, list[object]]) -> None:
         super().__init__(vllm_config, metric_types, labelnames, per_engine_labelvalues)
         names = [f"shadow_{f}" for f in CACHE_FIELDS + ENGINE_FIELDS] + [
-            RECORDING_GAUGE, CAPACITY_GAUGE, STOPPED_GAUGE]
+            RECORDING_GAUGE, CAPACITY_GAUGE, STOPPED_GAUGE, TIER_OCCUPANCY_GAUGE,
+            TIER_CAPACITY_GAUGE] + [tier_counter_name(f) for f in TIER_FIELDS]
         _unregister(REGISTRY, names)
+        tier_labels = list(labelnames) + list(TIER_LABELS)
+        self._tier = {f: self._counter_cls(name=tier_counter_name(f), documentation=TIER_HELP[f],
+                                           labelnames=tier_labels) for f in TIER_FIELDS}
+        self._tier_occ = self._gauge_cls(name=TIER_OCCUPANCY_GAUGE,
+                                         documentation=TIER_OCCUPANCY_HELP,
+                                         labelnames=tier_labels, multiprocess_mode="mostrecent")
+        self._tier_cap = self._gauge_cls(name=TIER_CAPACITY_GAUGE, documentation=TIER_CAPACITY_HELP,
+                                         labelnames=tier_labels, multiprocess_mode="mostrecent")
+        self._tier_children: dict[tuple[int, str], list] = {}
         cache_labels = list(labelnames) + ["policy", "capacity_blocks"]
         self._cache = {f: self._counter_cls(name=f"shadow_{f}", documentation=CACHE_HELP[f],
                                             labelnames=cache_labels) for f in CACHE_FIELDS}
@@ -252,10 +347,10 @@ class ShadowPromMetrics(KVConnectorPromMetrics):
         # engine -> cache keys created up front, checked against its first payload
         self._guessed: dict[int, set[str]] = {}
         try:
-            keys, cap = expected_cache_keys(vllm_config, len(per_engine_labelvalues))
+            keys, tier_keys, cap = expected_keys(vllm_config, len(per_engine_labelvalues))
         except Exception:  # noqa: BLE001 - the engine core validates; never break the frontend
             logger.debug("shadow connector: no series up front", exc_info=True)
-            keys, cap = [], 0
+            keys, tier_keys, cap = [], [], 0
         for idx, values in per_engine_labelvalues.items():
             for f in ENGINE_FIELDS:
                 self._engine[f].labels(*values)
@@ -269,7 +364,14 @@ class ShadowPromMetrics(KVConnectorPromMetrics):
             for key in keys:
                 self._children[(idx, key)] = self._cache_children(base, key)
                 self._stopped.labels(*base, *split_key(key)).set(0)
+            for key in tier_keys:
+                self._tier_children[(idx, key)] = self._tier_counter_children(base, key)
+                self._tier_occ.labels(*base, *split_tier_key(key)).set(0)
             self._guessed[idx] = set(keys)
+
+    def _tier_counter_children(self, base: list[str], key: str) -> list[Callable[[float], None]]:
+        labels = split_tier_key(key)
+        return [_fast_inc(self._tier[f].labels(*base, *labels)) for f in TIER_FIELDS]
 
     def _cache_children(self, base: list[str], key: str) -> list[Callable[[float], None]]:
         policy, cap = split_key(key)
@@ -296,6 +398,18 @@ class ShadowPromMetrics(KVConnectorPromMetrics):
                 except KeyError:
                     pass
             self._children.pop((engine_idx, key), None)
+        # NOTE: a tier guessed behind a cache the engine does not report goes with it
+        reported = set(keys)
+        for idx, key in [k for k in self._tier_children if k[0] == engine_idx]:
+            if key.rpartition("|")[0] not in reported:
+                labels = split_tier_key(key)
+                for metric in [self._tier[f] for f in TIER_FIELDS] + [self._tier_occ,
+                                                                      self._tier_cap]:
+                    try:
+                        metric.remove(*base, *labels)
+                    except KeyError:
+                        pass
+                del self._tier_children[(idx, key)]
 
     def observe(self, transfer_stats_data: dict[str, Any], engine_idx: int = 0) -> None:
         try:
@@ -304,16 +418,7 @@ class ShadowPromMetrics(KVConnectorPromMetrics):
             if rows is not None and engine_idx in self._guessed:
                 self._drop_wrong_guesses(engine_idx, base, rows)
             if rows:
-                children = self._children
-                for key, row in rows.items():
-                    # NOTE: pre-bound incs cached per (engine, cache): labels() costs
-                    # microseconds per call; unchanged counters (zero deltas) are skipped
-                    incs = children.get((engine_idx, key))
-                    if incs is None:
-                        incs = children[(engine_idx, key)] = self._cache_children(base, key)
-                    for inc, v in zip(incs, row):
-                        if v > 0:
-                            inc(v)
+                _add_rows(rows, self._children, engine_idx, base, self._cache_children)
             for f, v in transfer_stats_data.get(Payload.ENGINE, {}).items():
                 if v > 0:
                     inc = engine_incs.get(f)
@@ -322,6 +427,8 @@ class ShadowPromMetrics(KVConnectorPromMetrics):
             for key, v in (transfer_stats_data.get(Payload.STOPPED) or {}).items():
                 # NOTE: rare (every cache in an engine's first payload, then a change of state)
                 self._stopped.labels(*base, *split_key(key)).set(v)
+            if Payload.TIERS in transfer_stats_data:
+                self._observe_tiers(transfer_stats_data, engine_idx, base)
             rec = transfer_stats_data.get(Payload.RECORDING, -1)
             if rec is not None and rec >= 0 and rec != last[0]:
                 self._rec.labels(*base).set(rec)
@@ -332,6 +439,16 @@ class ShadowPromMetrics(KVConnectorPromMetrics):
                 last[1] = cap
         except Exception:  # noqa: BLE001 - never break vLLM's stat logger
             logger.exception("shadow connector: could not record metrics")
+
+
+    def _observe_tiers(self, d: dict[str, Any], engine_idx: int, base: list[str]) -> None:
+        """The tier rows (deltas) and states (occupancy, capacity) of one payload."""
+        _add_rows(d[Payload.TIERS], self._tier_children, engine_idx, base,
+                  self._tier_counter_children)
+        for part, gauge in ((Payload.TIER_OCCUPANCY, self._tier_occ),
+                            (Payload.TIER_CAPACITY, self._tier_cap)):
+            for key, v in (d.get(part) or {}).items():
+                gauge.labels(*base, *split_tier_key(key)).set(v)
 
 
 class ShadowCollector:
@@ -367,6 +484,22 @@ class ShadowCollector:
         for key, v in d.get(Payload.STOPPED, {}).items():
             g.add_metric(self._base + list(split_key(key)), float(v))
         yield g
+        tiers = d.get(Payload.TIERS)
+        if not tiers:
+            return
+        labels = ["model_name", "engine", *TIER_LABELS]
+        fams = {f: CounterMetricFamily(tier_counter_name(f), TIER_HELP[f], labels=labels)
+                for f in TIER_FIELDS}
+        for key, row in tiers.items():
+            for f, v in zip(TIER_FIELDS, row):
+                fams[f].add_metric(self._base + list(split_tier_key(key)), float(v))
+        yield from fams.values()
+        for part, name, doc in ((Payload.TIER_OCCUPANCY, TIER_OCCUPANCY_GAUGE, TIER_OCCUPANCY_HELP),
+                                (Payload.TIER_CAPACITY, TIER_CAPACITY_GAUGE, TIER_CAPACITY_HELP)):
+            g = GaugeMetricFamily(name, doc, labels=labels)
+            for key, v in d.get(part, {}).items():
+                g.add_metric(self._base + list(split_tier_key(key)), float(v))
+            yield g
 
 
 def start_endpoint(host: str, port: int, collector: ShadowCollector):

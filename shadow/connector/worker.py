@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 from shadow.connector.config import ShadowConfig
 from shadow.connector.interner import BlockInterner
 from shadow.sim.live import LiveBatch
+from shadow.sim.tier import OffloadTier, TierSpec, serve_request
 from shadow.sim.vllm_rules import blocks_held, full_blocks, max_hit_blocks
 
 logger = logging.getLogger(__name__)
@@ -96,6 +97,8 @@ BATCH_MAX = 256
 CACHE_FIELDS = ("requests", "skipped_requests", "block_lookups", "block_hits",
                 "block_prefix_hits", "cost_lookup", "cost_saved", "cost_prefix_saved",
                 "query_tokens", "prefix_hit_tokens", "evictions", "self_evictions")
+#: Per (cache, tier) cumulative counters, in snapshot order (Prometheus: ``shadow_tier_<f>_total``).
+TIER_FIELDS = ("hit_tokens", "loaded_bytes", "stored_bytes", "evictions", "store_failures")
 #: Per-engine cumulative counters kept by the worker thread.
 WORKER_FIELDS = ("recorded_requests", "recorded_bytes", "worker_errors")
 
@@ -171,6 +174,11 @@ class Snapshot:
     #: per cache, 1 while it is stopped (it failed: out of memory mid-request, say; its counters
     #: freeze and the log says why), 0 while it serves; a reset starts every cache afresh
     stopped: tuple[int, ...]
+    #: per (cache, tier) pair (:func:`tier_key`): TIER_FIELDS counters, bytes held, capacity bytes
+    tier_keys: tuple[str, ...] = ()
+    tiers: tuple[tuple[float, ...], ...] = ()
+    tier_occupancy: tuple[int, ...] = ()
+    tier_capacity: tuple[int, ...] = ()
 
 
 #: The CACHE_FIELDS columns the worker counts itself (tokens), not the cache: a reset leaves
@@ -187,6 +195,47 @@ def counter_row(r: Any, query_tokens: float, prefix_hit_tokens: float) -> tuple[
 
 def cache_key(label: str, capacity: int) -> str:
     return f"{label}|{capacity}"
+
+
+def tier_key(key: str, tier_label: str) -> str:
+    """``"vllm|27"``, ``"cpu:4g:lru"`` -> ``"vllm|27|cpu:4g:lru"`` (tier labels hold no ``|``)."""
+    return f"{key}|{tier_label}"
+
+
+@dataclass(slots=True)
+class _TierRun:
+    """One offload tier behind one shadow cache (shadow.sim.tier), driven by the cache's
+    admissions in the engine's order with each admission's first-miss hit.  ``chunk_bytes``
+    is 0 when the bytes of a block are unknown (the byte counters then stay 0)."""
+
+    cache: int                 # index into the configuration's caches
+    spec: TierSpec
+    tier: OffloadTier
+    chunk_bytes: int
+    hit_tokens: int = 0
+    loaded_chunks: int = 0
+    stored_chunks: int = 0
+
+    def serve(self, ids: Sequence[int], num_tokens: int, hit_blocks: int,
+              block_size: int) -> None:
+        o = serve_request(self.tier, ids, num_tokens, hit_blocks, block_size,
+                          self.spec.blocks_per_chunk)
+        self.hit_tokens += o.hit_tokens
+        self.loaded_chunks += o.loaded_chunks
+        self.stored_chunks += o.stored_chunks
+
+    def row(self) -> tuple[float, ...]:
+        """The TIER_FIELDS counters."""
+        cb = self.chunk_bytes
+        t = self.tier
+        return (self.hit_tokens, self.loaded_chunks * cb, self.stored_chunks * cb,
+                t.n_evicted, t.n_store_failed)
+
+    def occupancy(self) -> int:
+        return len(self.tier.policy) * self.chunk_bytes
+
+    def capacity(self) -> int:
+        return self.tier.n_chunks * self.chunk_bytes
 
 
 class _Caches:
@@ -230,6 +279,17 @@ class _Caches:
         #: (cache index, pool) of every pool that follows the events: the reported ones, and
         #: the engine-capacity pool as -1 when it is kept unreported
         self.all_pools = list(self.pools) if engine else [*self.pools, (-1, self.engine_pool)]
+        #: the offload tiers, caches in configuration order, tiers inside (``tier_keys`` order)
+        self.tiers: list[_TierRun] = []
+        for i in cfg.tier_targets:
+            for t, nc in zip(cfg.tiers, cfg.tier_chunks):
+                self.tiers.append(_TierRun(i, t, OffloadTier(nc, t.policy, t.store_threshold,
+                                                             t.max_tracker_size),
+                                           t.blocks_per_chunk * (cfg.bytes_per_block or 0)))
+        #: cache index -> its tiers
+        self.tiers_of: dict[int, list[_TierRun]] = {}
+        for tr in self.tiers:
+            self.tiers_of.setdefault(tr.cache, []).append(tr)
 
     def counters(self) -> list[tuple[float, ...]]:
         """Per cache, its counters in the Snapshot's column order (token columns 0)."""
@@ -242,7 +302,8 @@ class _Caches:
     def holds(self, block_id: int) -> bool:
         """Whether any shadow cache holds ``block_id`` (the interner keeps such ids)."""
         return (any(r.holds(block_id) for r in self.runs)
-                or self.engine_pool.holds(block_id))
+                or self.engine_pool.holds(block_id)
+                or any(tr.tier.holds(block_id) for tr in self.tiers))
 
 
 def lower_thread_priority(increment: int) -> None:
@@ -280,6 +341,9 @@ class ShadowWorker:
         self._stop = False
         self._sim = _Caches(cfg)
         self.keys = tuple(cache_key(p.label, c) for p, c in cfg.caches)
+        self.tier_keys = tuple(tier_key(self.keys[tr.cache], tr.spec.label)
+                               for tr in self._sim.tiers)
+        self._tier_base = [[0.0] * len(TIER_FIELDS) for _ in self.tier_keys]
         self.interner = BlockInterner(cfg.id_horizon_s, is_held=self._holds)
         self.recorder = recorder
         self.inflight: dict[str, _InFlight] = {}
@@ -437,17 +501,23 @@ class ShadowWorker:
         # NOTE: a simulator cache counts the batch's admissions in order until it stops (then
         # none); its token counters follow its block counters, so they freeze with them.
         left = [a - c for a, c in zip(caches.counted(), counted0)]
+        tiers_of = caches.tiers_of
         for (req_id, adm, n_ids, n_match, num_tokens, engine_hit, preempted,
-             pool_hits) in admitted:
+             pool_hits, ids) in admitted:
             pref = adm.prefix_hits if adm is not None else ()
             hits = adm.hits if adm is not None else ()
             counted: list[tuple[int, int, int]] = []   # (cache index, prefix hits, hits)
+            served = adm.served if tiers_of and adm is not None else ()
             for j, i in enumerate(loop_idx):
                 if left[j] > 0:
                     left[j] -= 1
                     counted.append((i, pref[j], hits[j]))
+                    if i in tiers_of and served[j]:
+                        self._serve_tiers(tiers_of[i], ids, num_tokens, pref[j])
             for i, res in pool_hits:
                 counted.append((i, res[2], res[1]) if res is not None else (i, 0, 0))
+                if res is not None and i in tiers_of:
+                    self._serve_tiers(tiers_of[i], ids, num_tokens, res[2])
             if not preempted:
                 # NOTE: like vLLM's prefix-cache stats, re-admissions after a preemption are
                 # left out of the token counters (the engine's side excludes them too).
@@ -470,6 +540,20 @@ class ShadowWorker:
                     rec.write(*args)
                 except Exception as exc:  # noqa: BLE001
                     self._error("recorder.write", exc)
+
+    def _serve_tiers(self, tiers: list[_TierRun], ids: Sequence[int], num_tokens: int,
+                     hit_blocks: int) -> None:
+        """One admission through the tiers behind a cache that served it with a first-miss
+        hit of ``hit_blocks`` (lookup, load, store and finish at once: shadow.sim.tier).
+
+        NOTE: every admission, re-admissions after a preemption included, with the tokens it
+        was admitted with: the recording keeps each as a record of its own, so offline
+        ``simulate --timing recorded --tier`` serves the same sequence (start-time order)."""
+        for tr in tiers:
+            try:
+                tr.serve(ids, num_tokens, hit_blocks, self.block_size)
+            except Exception as exc:  # noqa: BLE001 - a tier must not stop the shadow
+                self._error("tier", exc)
 
     def _step(self, lb: LiveBatch, admitted: list, finished: list, st: Step) -> None:
         """One scheduler step, replayed in vLLM's order (see :class:`Step`).
@@ -550,7 +634,7 @@ class ShadowWorker:
                                           live_hashes,
                                           end_tok)
         admitted.append((req_id, adm, len(ids), n_match, num_tokens, engine_hit, preempted,
-                         pool_hits))
+                         pool_hits, ids))
 
     def _release(self, lb: LiveBatch, finished: list, req_id: str, decode_hashes: list,
                  n_output: int, t_done_s: float, input_length: int, n_anon_final: int = 0,
@@ -609,6 +693,9 @@ class ShadowWorker:
         for i, row in enumerate(cur):
             for j, v in enumerate(row):
                 self._base[i][j] += v
+        for base, tr in zip(self._tier_base, self._sim.tiers):
+            for j, v in enumerate(tr.row()):
+                base[j] += v
         self._has_base = True
         old = self._sim
         self._sim = _Caches(self.cfg)
@@ -640,7 +727,19 @@ class ShadowWorker:
         if rec is not None:
             self._worker[0], self._worker[1] = rec.n_recorded, rec.bytes_total
         enabled = int(rec is not None and rec.enabled)
-        return Snapshot(self.keys, tuple(rows), tuple(self._worker), enabled, tuple(stopped))
+        tiers = self._sim.tiers
+        if not tiers:
+            return Snapshot(self.keys, tuple(rows), tuple(self._worker), enabled, tuple(stopped))
+        trows = tuple(tr.row() for tr in tiers)
+        if base is not None:
+            trows = tuple(tuple(v + b for v, b in zip(r, tb))
+                          for r, tb in zip(trows, self._tier_base))
+        prev = getattr(self, "snapshot", None)
+        cap = tuple(tr.capacity() for tr in tiers)
+        if prev is not None and prev.tier_capacity == cap:
+            cap = prev.tier_capacity   # NOTE: the same object: the stats path compares it cheaply
+        return Snapshot(self.keys, tuple(rows), tuple(self._worker), enabled, tuple(stopped),
+                        self.tier_keys, trows, tuple(tr.occupancy() for tr in tiers), cap)
 
     def _safe(self, fn: Callable[[], Any]) -> None:
         try:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import math
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from shadow.errors import ShadowError
@@ -364,19 +364,23 @@ class TierSpec:
     size_bytes: int | None = None
     size_blocks: int | None = None
 
-    def n_chunks(self, bytes_per_block: int | None) -> int:
-        """The tier's capacity in chunks (bytes need ``bytes_per_block``)."""
+    def n_chunks(self, bytes_per_block: int | None, where: str | None = None,
+                 bytes_from: str = "--bytes-per-block or --kv-config") -> int:
+        """The tier's capacity in chunks (bytes need ``bytes_per_block``).  Errors start with
+        ``where`` (default ``--tier MEDIUM:SIZE``) and name ``bytes_from`` as the place to give
+        the bytes of a block."""
+        where = where or f"--tier {self.medium}:{self.size_text}"
         if self.size_blocks is not None:
             n = self.size_blocks // self.blocks_per_chunk
         else:
             if not bytes_per_block:
-                raise ShadowError(f"--tier {self.medium}:{self.size_text}: a size in bytes needs "
-                                  f"the bytes of a KV block (--bytes-per-block or --kv-config)")
+                raise ShadowError(f"{where}: a size in bytes ({self.size_text}) needs the bytes "
+                                  f"of a KV block ({bytes_from})")
             assert self.size_bytes is not None
             n = self.size_bytes // (bytes_per_block * self.blocks_per_chunk)
         if n < 1:
-            raise ShadowError(f"--tier {self.medium}:{self.size_text}: smaller than one offload "
-                              f"chunk ({self.blocks_per_chunk} blocks)")
+            raise ShadowError(f"{where}: {self.size_text} is smaller than one offload chunk "
+                              f"({self.blocks_per_chunk} blocks)")
         return n
 
     @property
@@ -404,9 +408,10 @@ def _parse_size(text: str, where: str) -> tuple[int | None, int | None]:
     return (None, n) if blocks else (n, None)
 
 
-def parse_tier(text: str) -> list[TierSpec]:
-    """``MEDIUM:SIZE[,SIZE...]:POLICY[:k=v,...]`` (``--tier``): one spec per size."""
-    where = f"--tier {text}"
+def parse_tier(text: str, where: str | None = None) -> list[TierSpec]:
+    """``MEDIUM:SIZE[,SIZE...]:POLICY[:k=v,...]`` (``--tier``): one spec per size.  Errors start
+    with ``where`` (default ``--tier TEXT``)."""
+    where = where or f"--tier {text}"
     parts = text.split(":")
     if len(parts) not in (3, 4):
         raise ShadowError(f"{where}: not MEDIUM:SIZES:POLICY[:k=v,...]")
@@ -443,6 +448,60 @@ def parse_tier(text: str) -> list[TierSpec]:
         out.append(TierSpec(medium, s.strip(), policy, float(opts["bw"]), int(opts["chunk"]),
                             int(opts["threshold"]), int(opts["tracker"]), nb, nblk))
     return out
+
+
+#: Keys of a tier given as a mapping (the connector's ``tiers`` entries): key -> the ``--tier``
+#: part it fills (``size``/``sizes``: SIZES; ``chunk_tokens``: ``chunk=`` in engine blocks).
+TIER_MAPPING_KEYS: dict[str, str] = {
+    "medium": "MEDIUM", "size": "SIZES", "sizes": "SIZES", "policy": "POLICY", "bw": "bw",
+    "bandwidth_gbps": "bw", "chunk": "chunk", "blocks_per_chunk": "chunk",
+    "chunk_tokens": "chunk", "threshold": "threshold", "store_threshold": "threshold",
+    "tracker": "tracker", "max_tracker_size": "tracker",
+}
+
+
+def parse_tier_entry(entry: object, where: str, block_tokens: int) -> list[TierSpec]:
+    """One tier configuration as ``--tier`` text or as a mapping of :data:`TIER_MAPPING_KEYS`
+    (``{"medium": "cpu", "sizes": ["16GiB", "64GiB"], "policy": "lru", "bw": 25}``); one spec
+    per size.  ``chunk_tokens`` (vLLM's offloading ``block_size``) must be a whole number of
+    engine blocks of ``block_tokens`` tokens.  The mapping is written as ``--tier`` text and
+    parsed by :func:`parse_tier`, so both forms take the same checks; errors start with
+    ``where``."""
+    if isinstance(entry, str):
+        return parse_tier(entry, where)
+    if not isinstance(entry, Mapping):
+        raise ShadowError(f"{where}: expected MEDIUM:SIZES:POLICY[:k=v,...] or a mapping, got "
+                          f"{type(entry).__name__} {entry!r:.80}")
+    parts: dict[str, str] = {}
+    for key, val in entry.items():
+        part = TIER_MAPPING_KEYS.get(str(key))
+        if part is None:
+            raise ShadowError(f"{where}.{key}: unknown tier key (known: "
+                              f"{', '.join(TIER_MAPPING_KEYS)})")
+        if part in parts:
+            raise ShadowError(f"{where}.{key}: {part} is given twice")
+        if part == "SIZES" and isinstance(val, (list, tuple)):
+            val = ",".join(str(v) for v in val)
+        if isinstance(val, bool) or not isinstance(val, (str, int, float)) or \
+                any(c in str(val) for c in ":=" + ("" if part == "SIZES" else ",")):
+            raise ShadowError(f"{where}.{key}: {val!r:.80} is not a {part} value")
+        text = str(val).strip()
+        if key == "chunk_tokens":
+            try:
+                tokens = float(text)
+            except ValueError:
+                tokens = math.nan
+            if not math.isfinite(tokens) or tokens <= 0 or tokens != int(tokens) \
+                    or int(tokens) % block_tokens:
+                raise ShadowError(f"{where}.chunk_tokens: {text} is not a multiple of the "
+                                  f"engine block size ({block_tokens} tokens)")
+            text = str(int(tokens) // block_tokens)
+        parts[part] = text
+    if "SIZES" not in parts:
+        raise ShadowError(f"{where}: no size (give size or sizes: 64GiB, 512MiB or 8192blk)")
+    opts = ",".join(f"{k}={parts[k]}" for k in TIER_DEFAULTS if k in parts)
+    text = f"{parts.get('MEDIUM', 'cpu')}:{parts['SIZES']}:{parts.get('POLICY', 'lru')}"
+    return parse_tier(text + (f":{opts}" if opts else ""), where)
 
 
 #: Bytes per element of the KV cache dtypes vLLM names (``--kv-cache-dtype``).

@@ -57,8 +57,10 @@ def test_shadow_vllm_policy_reproduces_engine_hits(tmp_path):
     from shadow.connector.metrics import Payload as P
 
     rec_dir = tmp_path / "rec"
+    # NOTE: with an offload tier behind every cache: a tier never changes a tier-1 figure
     extra = {"policies": ["vllm", "lru"], "capacity_factors": [1.0], "capacities": [8, 200],
-             "record_dir": str(rec_dir), "prediction_log_size": 1000}
+             "record_dir": str(rec_dir), "prediction_log_size": 1000,
+             "tiers": {"medium": "cpu", "size": "16blk", "policy": "arc"}, "tier_caches": "all"}
     ktc = KVTransferConfig(kv_connector="ShadowConnector", kv_connector_module_path="shadow.connector",
                            kv_role="kv_producer", kv_connector_extra_config=extra)
     conversations: dict[int, list[int]] = {}

@@ -33,8 +33,10 @@ def engine():
 
     from shadow.connector.connector import INSTANCES
 
+    # NOTE: two offload tiers (sized in bytes from the engine's KV cache spec) behind the
+    # engine-capacity vllm cache, the default: every comparison below holds with them
     extra = {"policies": ["vllm", "lru"], "capacity_factors": [0.5, 1.0, 2.0],
-             "prediction_log_size": 100000}
+             "prediction_log_size": 100000, "tiers": "cpu:1MiB,4MiB:lru"}
     ktc = KVTransferConfig(kv_connector="ShadowConnector",
                            kv_connector_module_path="shadow.connector",
                            kv_role="kv_producer", kv_connector_extra_config=extra)
