@@ -30,6 +30,10 @@ ENGINE_SEL = 'model_name=~"$model", engine=~"$engine"'
 CACHE_SEL = ENGINE_SEL + ', policy=~"$policy", capacity_blocks=~"$capacity"'
 # Variable queries read this series: every shadow cache exports it.
 VAR_METRIC = "shadow_requests_total"
+# The offload tiers behind shadow caches (kv_connector_extra_config.tiers): one more label.
+TIER_BY = CACHE_BY + ", tier"
+TIER_SEL = CACHE_SEL + ', tier=~"$tier"'
+TIER_VAR_METRIC = "shadow_tier_hit_tokens_total"
 
 
 def rate(metric: str, sel: str = CACHE_SEL, by: str = CACHE_BY, window: str = "$__rate_interval") -> str:
@@ -55,6 +59,20 @@ def engine_ratio() -> str:
 def token_ratio(sel: str = CACHE_SEL) -> str:
     """A shadow cache's first-miss token hit ratio (the unit of vllm:prefix_cache_*)."""
     return f"{rate('shadow_prefix_hit_tokens_total', sel)} / {rate('shadow_query_tokens_total', sel)}"
+
+
+def tier_share(grow: Callable[..., str]) -> str:
+    """Tier hit tokens over the tier-1 cache's looked-up prompt tokens (what the tier adds to
+    its first-miss token hit ratio), per cache and tier; ``grow`` is :func:`rate` or
+    :func:`increase`."""
+    return (f"{grow('shadow_tier_hit_tokens_total', TIER_SEL, TIER_BY)}"
+            f" / on ({CACHE_BY}) group_left() {grow('shadow_query_tokens_total')}")
+
+
+def gpu_plus_tier(grow: Callable[..., str]) -> str:
+    """The tier-1 cache's first-miss token hit ratio plus what its tier adds."""
+    return (f"({tier_share(grow)}) + on ({CACHE_BY}) group_left() "
+            f"({grow('shadow_prefix_hit_tokens_total')} / {grow('shadow_query_tokens_total')})")
 
 
 def engine_capacity_info() -> str:
@@ -245,6 +263,42 @@ def build() -> dict[str, Any]:
         "percentunit", 12, y))
     y += 8
 
+    panels.append(row("What a host tier of N GiB would add", y))
+    y += 1
+    legend_tier = "{{tier}} behind {{policy}} @ {{capacity_blocks}}"
+    panels.append(timeseries(
+        "GPU + host tier token hit ratio per tier",
+        "First-miss token hit ratio of the shadow cache (GPU) plus the tokens its modelled offload tier "
+        "(tier label MEDIUM:SIZE:POLICY, vLLM's CPU offloading) would load, over the prompt tokens looked "
+        "up; the tier alone is what it adds (docs/tiers.md).",
+        [target(gpu_plus_tier(rate), "GPU + " + legend_tier + " " + legend_engine, "A"),
+         target(tier_share(rate), "tier adds: " + legend_tier + " " + legend_engine, "B")],
+        "percentunit", 0, y))
+    panels.append(bars(
+        "What each host tier size would add (whole time range)",
+        "Tier hit tokens over looked-up prompt tokens over the dashboard's time range, per tier size "
+        "and the cache it sits behind: read along a row of sizes to see what more host memory buys.",
+        [target(tier_share(increase), legend_tier, "A", instant=True),
+         target(gpu_plus_tier(increase), "GPU + " + legend_tier, "B", instant=True)],
+        "percentunit", 12, y))
+    y += 9
+    panels.append(timeseries(
+        "Host tier traffic: bytes loaded and stored",
+        "Bytes per second the tier would load (its hits) and store (the prompt's new chunks), with "
+        "chunks evicted per second; loads against the medium's bandwidth say what loading would cost.",
+        [target(rate("shadow_tier_loaded_bytes_total", TIER_SEL, TIER_BY), "loaded " + legend_tier, "A"),
+         target(rate("shadow_tier_stored_bytes_total", TIER_SEL, TIER_BY), "stored " + legend_tier, "B")],
+        "Bps", 0, y))
+    panels.append(timeseries(
+        "Host tier occupancy and evictions",
+        "Bytes the tier holds over its capacity; evicted chunks per second (right when the tier is full).",
+        [target(f"max by ({TIER_BY}) (shadow_tier_occupancy_bytes{{{TIER_SEL}}})"
+                f" / max by ({TIER_BY}) (shadow_tier_capacity_bytes{{{TIER_SEL}}})",
+                "full: " + legend_tier, "A"),
+         target(rate("shadow_tier_evictions_total", TIER_SEL, TIER_BY), "evictions/s " + legend_tier, "B")],
+        "percentunit", 12, y))
+    y += 8
+
     panels.append(row("Shadow health", y))
     y += 1
     panels.append(timeseries(
@@ -290,6 +344,8 @@ def build() -> dict[str, Any]:
         variable("engine", "engine (DP rank)", f"label_values({eng}, engine)", sort=3),
         variable("policy", "policy", f"label_values({pol}, policy)"),
         variable("capacity", "capacity (blocks)", f"label_values({cap}, capacity_blocks)", sort=3),
+        variable("tier", "host tier", f'label_values({TIER_VAR_METRIC}{{model_name=~"$model", '
+                 f'engine=~"$engine"}}, tier)'),
     ]
     return {
         "uid": DASHBOARD_UID,

@@ -14,7 +14,8 @@ from tests.deploy.prometheus_support import (
 )
 
 GRAFANA = DEPLOY / "grafana"
-VARIABLES = {"model": "model_name", "engine": "engine", "policy": "policy", "capacity": "capacity_blocks"}
+VARIABLES = {"model": "model_name", "engine": "engine", "policy": "policy", "capacity": "capacity_blocks",
+             "tier": "tier"}
 
 
 def dashboard() -> dict:
@@ -88,12 +89,17 @@ def test_panels_cover_the_issue() -> None:
     titles = " | ".join(p["title"].lower() for p in all_panels(dashboard()))
     for words in ("hit ratio per policy", "compute-saving ratio per policy", "hit ratio against capacity",
                   "compute-saving ratio against capacity", "fidelity", "best policy", "gap-spanning gain",
-                  "evictions and self-evictions", "dropped", "recording rate"):
+                  "evictions and self-evictions", "dropped", "recording rate",
+                  "what a host tier of n gib would add", "gpu + host tier"):
         assert words in titles, words
 
 
 def test_dashboard_names_only_exported_metrics() -> None:
-    known = documented_shadow_metrics() | vllm_metric_names()
+    from shadow.connector.metrics import exported_series
+
+    # NOTE: the names come from the connector's code (exported_series), docs/metrics.md is
+    # checked against the same list (test_prometheus_config.py)
+    known = exported_series() | vllm_metric_names()
     named = set()
     for _, t in dashboard_targets():
         named |= metric_names(t["expr"])
@@ -103,6 +109,7 @@ def test_dashboard_names_only_exported_metrics() -> None:
     unknown = named - known
     assert not unknown, f"dashboard names metrics no code exports: {sorted(unknown)}"
     assert "vllm:prefix_cache_hits_total" in named and "shadow_block_hits_total" in named
+    assert {"shadow_tier_hit_tokens_total", "shadow_tier_occupancy_bytes"} <= named
 
 
 def test_provisioning_files() -> None:
@@ -119,7 +126,7 @@ def test_provisioning_files() -> None:
 def test_every_panel_expression_parses_and_runs(tmp_path: Path) -> None:
     """Each target, with variables substituted, is accepted by a real Prometheus (no targets scraped)."""
     values = {"datasource": "prometheus", "model": "m", "engine": "0", "policy": "(lru|vllm)",
-              "capacity": ".*", "__rate_interval": "1m", "__range": "1h"}
+              "capacity": ".*", "tier": ".*", "__rate_interval": "1m", "__range": "1h"}
     with start_prometheus(deploy_config({}, interval="1s", rule_files=[]), tmp_path) as prom:
         for _panel, t in dashboard_targets():
             prom.query(substitute(t["expr"], values))  # raises PrometheusError with the parse error

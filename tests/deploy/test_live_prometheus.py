@@ -87,7 +87,10 @@ def test_dashboard_and_rules_on_a_live_engine(tmp_path: Path) -> None:
     mport = free_port()
     kv = {"kv_connector": "ShadowConnector", "kv_connector_module_path": "shadow.connector",
           "kv_role": "kv_producer",
-          "kv_connector_extra_config": {"metrics_port": mport, "record_dir": str(tmp_path / "rec")}}
+          "kv_connector_extra_config": {"metrics_port": mport, "record_dir": str(tmp_path / "rec"),
+                                        # NOTE: host tiers behind the engine-capacity vllm cache
+                                        # (sized from the engine's KV spec) feed the tier row
+                                        "tiers": "cpu:1MiB,4MiB:lru"}}
     args = ["--kv-transfer-config", json.dumps(kv), "--num-gpu-blocks-override", str(NUM_GPU_BLOCKS),
             "--max-model-len", str(NUM_GPU_BLOCKS * BLOCK_SIZE // 2)]
     with start_openai_server(model, extra_args=args, log_dir=tmp_path) as url:
