@@ -55,6 +55,7 @@ POLICIES: dict[str, str] = {
     "random_compute_small_queue": "shadow.sim.policies.random_compute_small_queue",
     "partial_node_random_compute": "shadow.sim.policies.partial_node_random_compute",
     "partial_node_random_freq": "shadow.sim.policies.partial_node_random_freq",
+    "partial_node_random_compute_small_queue": "shadow.sim.policies.partial_node_random_compute_small_queue",
     "vllm": "shadow.sim.policies.vllm",
 }
 
