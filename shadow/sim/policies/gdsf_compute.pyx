@@ -32,7 +32,7 @@ SPEC = PolicySpec(
     description="GDSF with compute cost: priority L + freq*cost, no size (PrefixSim fork GDSF_compute)",
     family="cost-aware",
     defaults="",
-    weight=2.5,
+    weight=3.6,
 )
 
 

@@ -52,7 +52,7 @@ SPEC = PolicySpec(
     defaults=("n-sample=128,eviction-mode=micro,micro-batch=64,seed=1,"
               "small-size-ratio=0.10,ghost-size-ratio=0.90,move-to-main-threshold=2"),
     deterministic=False,
-    weight=3.0,
+    weight=2.4,
     reference_params="micro-batch=1",
 )
 
