@@ -96,7 +96,9 @@ class LiveBatch:
         return len(self.ev)
 
     def admit(self, block_ids: Iterable[int], n_match: int | None = None, n_anonymous: int = 0,
-              timestamp_s: float = -1.0, next_access: Iterable[int] | None = None) -> Admission:
+              timestamp_s: float = -1.0, next_access: Iterable[int] | None = None,
+              category: int = 0, session_id: int = -1,
+              session_next_req: int = -1) -> Admission:
         """Queue an admission (see :meth:`Simulator.admit`); its results appear once served."""
         ids = block_ids if type(block_ids) is list else [int(x) for x in block_ids]
         if ids and min(ids) < 1:
@@ -113,7 +115,7 @@ class LiveBatch:
             if len(nx) != B:
                 raise ShadowError(f"next_access has {len(nx)} values for {B} blocks")
             self.nxt.append((start, nx))
-        self.ev.append(admit_row(B, nm, n_anon))
+        self.ev.append(admit_row(B, nm, n_anon, category, session_id, session_next_req))
         self.flat.extend(ids)
         self.offsets.append(start + B)
         self.ts.append(float(timestamp_s))

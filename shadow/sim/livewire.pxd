@@ -11,7 +11,15 @@
 * ``ROW_N_ANONYMOUS``: the admission's anonymous slots (vLLM's partial last block);
 * ``ROW_N_ANONYMOUS_FINAL`` (release): anonymous slots held when the request finishes;
 * ``ROW_LINK`` (release): the admission's event in this batch, or -1 when an earlier batch
-  admitted it (the caller then sets the release row's own ``OUT_RC``).
+  admitted it (the caller then sets the release row's own ``OUT_RC``);
+* ``ROW_INFO .. ROW_INFO + INFO_WIDTH - 1`` (admission): the request's info row (below).
+
+A request's **info row** (``INFO_WIDTH`` int64, what ``Policy.set_request_ctx`` reads besides the
+timestamp and the block count): ``INFO_CATEGORY`` (0 = one undifferentiated class),
+``INFO_SESSION`` (session id, -1 none), ``INFO_SESSION_NEXT`` (1-based file-order index of the
+session's next request, -1 none).  Offline batches pass one per request as an ``(n,
+INFO_WIDTH)`` array (``shadow.sim.loop.serve_chunks``'s ``info``); a live admission carries it
+at the end of its row.
 
 Results: ``out_i[e, k, OUT_RC | OUT_HITS | OUT_PREFIX_HITS]`` and ``out_f[e, k, OUT_COST |
 OUT_SAVED | OUT_PREFIX_SAVED]`` for admission ``e`` in cache ``k`` (rc 0: served, 1: skipped, -1:
@@ -31,7 +39,14 @@ cpdef enum:
     ROW_N_ANONYMOUS = 3
     ROW_N_ANONYMOUS_FINAL = 4
     ROW_LINK = 5
-    ROW_WIDTH = 6
+    ROW_INFO = 6
+    ROW_WIDTH = 9
+
+cpdef enum:
+    INFO_CATEGORY = 0
+    INFO_SESSION = 1
+    INFO_SESSION_NEXT = 2
+    INFO_WIDTH = 3
 
 cpdef enum:
     OUT_RC = 0

@@ -4,15 +4,17 @@
 from libc.stdint cimport int64_t
 
 
-def admit_row(int64_t n_blocks, int64_t n_match, int64_t n_anonymous) -> tuple:
-    """The row of an admission of ``n_blocks`` blocks."""
-    return (EV_ADMIT, n_blocks, n_match, n_anonymous, 0, -1)
+def admit_row(int64_t n_blocks, int64_t n_match, int64_t n_anonymous, int64_t category=0,
+              int64_t session_id=-1, int64_t session_next_req=-1) -> tuple:
+    """The row of an admission of ``n_blocks`` blocks (its info row at the end)."""
+    return (EV_ADMIT, n_blocks, n_match, n_anonymous, 0, -1, category, session_id,
+            session_next_req)
 
 
 def release_row(int64_t n_blocks, int64_t n_anonymous, int64_t n_anonymous_final,
                 int64_t link) -> tuple:
     """The row of a release of an admission of ``n_blocks`` blocks (``link``: its event or -1)."""
-    return (EV_RELEASE, n_blocks, 0, n_anonymous, n_anonymous_final, link)
+    return (EV_RELEASE, n_blocks, 0, n_anonymous, n_anonymous_final, link, 0, -1, -1)
 
 
 cdef int64_t check_live_batch(const int64_t[:, ::1] ev, const int64_t[::1] offsets,

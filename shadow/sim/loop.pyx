@@ -4,6 +4,8 @@
 Per request (see docs/sim.md and PrefixSim's design; ``--no-pin`` gives the older, unpinned loop):
 
 0. **skip**: more distinct blocks (plus anonymous slots) than the cache can hold -> counted, untouched.
+   A request that passes gets ``set_request_ctx`` (PrefixSim's hook of that name: timestamp,
+   category, session) when its policy sets ``wants_request_ctx``, before anything else.
 1. **match** (read-only; every statistic comes from here): each block probed in prefix order; a
    block resident after an earlier miss still counts (gap-spanning hit); the prefix counters stop
    at the first miss; misses de-duplicated for allocation; runs of misses are holes.  With
@@ -35,7 +37,7 @@ from libc.stdint cimport int64_t, int32_t, uint32_t, uint8_t, uint64_t
 from libc.stdlib cimport malloc, calloc, free
 from libc.stdio cimport FILE, fclose
 
-from shadow.sim.policy cimport Policy, Access, RequestCtx
+from shadow.sim.policy cimport Policy, Access, RequestCtx, ArrivalCtx
 from shadow.sim.idtable cimport SHADOW_PREFETCH
 from shadow.sim.policies._dlist cimport LR_RING_MIN
 from shadow.sim.policies.lru cimport LRU
@@ -49,7 +51,8 @@ from shadow.sim.policies._ghost cimport gr_prefetch
 from shadow.sim.holes cimport holes_open, holes_close, holes_dump
 from shadow.sim.livewire cimport (check_live_batch, EV_ADMIT, ROW_KIND, ROW_N_BLOCKS,
                                   ROW_N_MATCH, ROW_N_ANONYMOUS, ROW_N_ANONYMOUS_FINAL, ROW_LINK,
-                                  ROW_WIDTH, OUT_RC, OUT_HITS, OUT_PREFIX_HITS, OUT_COST,
+                                  ROW_INFO, INFO_CATEGORY, INFO_SESSION, INFO_SESSION_NEXT,
+                                  INFO_WIDTH, ROW_WIDTH, OUT_RC, OUT_HITS, OUT_PREFIX_HITS, OUT_COST,
                                   OUT_SAVED, OUT_PREFIX_SAVED, OUT_WIDTH)
 
 cdef extern from "<time.h>" nogil:
@@ -261,11 +264,33 @@ cdef inline void _prefetch_ghost(AnyPolicy p, int64_t block_id) noexcept nogil:
             gr_prefetch(&p.ghost, block_id)
 
 
+cdef void _request_ctx(Policy p, int64_t B, double ts, const int64_t* info,
+                      int64_t vtime) noexcept nogil:
+    """Build the request's :c:type:`ArrivalCtx` and hand it to ``p.set_request_ctx``."""
+    cdef ArrivalCtx rctx
+    rctx.timestamp_s = ts
+    rctx.n_blocks = B
+    rctx.vtime = vtime
+    if info != NULL:
+        rctx.category = info[INFO_CATEGORY]
+        rctx.session_id = info[INFO_SESSION]
+        rctx.session_next_req = info[INFO_SESSION_NEXT]
+    else:
+        rctx.category = 0
+        rctx.session_id = -1
+        rctx.session_next_req = -1
+    p.set_request_ctx(&rctx)
+
+
 cdef int _serve(CacheRun run, AnyPolicy p, const int64_t* ids, int64_t B, const int64_t* nxt,
-                const double* cexact, const int64_t* cint, double ts, int64_t req_index,
-                int64_t n_match, int64_t n_anonymous, bint hold) noexcept nogil:
+                const double* cexact, const int64_t* cint, double ts, const int64_t* info,
+                int64_t req_index, int64_t n_match, int64_t n_anonymous,
+                bint hold) noexcept nogil:
     """Serve one request in cache ``run`` (whose policy is ``p``); 0 served, 1 skipped, -1
     failed (see ``CacheRun.failed``).
+
+    ``ts`` and ``info`` (the request's info row of livewire.pxd, NULL: none) are what
+    ``set_request_ctx`` gets.
 
     ``n_match`` blocks (a prefix of ``ids``) are looked up for statistics; all ``B`` are
     allocated and accessed.  ``hold`` keeps every block pinned (and ``n_anonymous`` slots
@@ -316,6 +341,11 @@ cdef int _serve(CacheRun run, AnyPolicy p, const int64_t* ids, int64_t B, const 
             run.first_skip_distinct = n_distinct
         return 1
     run.n_req += 1
+    if AnyPolicy is Policy:
+        # NOTE: the inlined kinds have no hook; a generic policy pays one flag test per request
+        # when it does not want the context.
+        if p.wants_request_ctx:
+            _request_ctx(p, B, ts, info, run.vtime)
 
     # 1. match
     # NOTE: the probes of a request are independent: prefetch their home entries first so
@@ -639,6 +669,7 @@ cdef struct Call:
     const int64_t* ids
     const int64_t* nxt
     const double* ts              # per request/event
+    const int64_t* info           # CALL_RANGE: info rows (livewire.pxd) per request, NULL = none
     const double* cexact          # per position
     const int64_t* cint
     const int64_t* n_match        # CALL_RANGE: per request, NULL = every block
@@ -658,6 +689,7 @@ cdef int64_t _serve_range(CacheRun run, AnyPolicy p, const Call* c) noexcept nog
     cdef int64_t r, a, b, i, served = 0, pf_cur, pf_next = 0
     cdef const int64_t* off = c.off
     cdef const int64_t* ids = c.ids
+    cdef const int64_t* info = NULL
     cdef int rc
     for r in range(c.r0, c.r1):
         a = off[r]
@@ -675,7 +707,10 @@ cdef int64_t _serve_range(CacheRun run, AnyPolicy p, const Call* c) noexcept nog
             for i in range(b, min(off[r + 2], b + 64)):
                 p.prefetch(ids[i])
         run.n_prefetched = pf_cur
-        rc = _serve(run, p, &ids[a], b - a, &c.nxt[a], c.cexact, c.cint, c.ts[r],
+        if AnyPolicy is Policy:
+            if c.info != NULL:
+                info = &c.info[INFO_WIDTH * r]
+        rc = _serve(run, p, &ids[a], b - a, &c.nxt[a], c.cexact, c.cint, c.ts[r], info,
                     c.first_request + r, b - a if c.n_match == NULL else c.n_match[r],
                     0 if c.n_anon == NULL else c.n_anon[r], False)
         if rc == 0:
@@ -698,7 +733,8 @@ cdef int64_t _live_events(CacheRun run, AnyPolicy p, const Call* c) noexcept nog
         L = c.off[e + 1] - a0
         o = (e * c.K + c.k) * OUT_WIDTH
         if row[ROW_KIND] == EV_ADMIT:
-            rc = _serve(run, p, &c.ids[a0], L, &c.nxt[a0], c.cexact, c.cint, c.ts[e], req,
+            rc = _serve(run, p, &c.ids[a0], L, &c.nxt[a0], c.cexact, c.cint, c.ts[e],
+                        &row[ROW_INFO], req,
                         min(row[ROW_N_MATCH], L), row[ROW_N_ANONYMOUS], True)
             req += 1
             out_i[o + OUT_RC] = rc
@@ -954,21 +990,25 @@ cdef class CacheRun:
                     const int64_t[::1] next_access, const double[::1] timestamps,
                     const double[::1] cost_exact, const int64_t[::1] cost_int,
                     int64_t first_request, const int64_t[::1] n_match=None,
-                    const int64_t[::1] n_anonymous=None) -> int:
+                    const int64_t[::1] n_anonymous=None,
+                    const int64_t[:, ::1] info=None) -> int:
         """Serve every request of a batch with the GIL released; returns how many were served.
 
         ``n_match[r]`` (optional) is how many leading blocks of request r are looked up;
-        ``n_anonymous[r]`` (optional) how many anonymous slots it holds while it is served.
+        ``n_anonymous[r]`` (optional) how many anonymous slots it holds while it is served;
+        ``info[r]`` (optional, ``(n, INFO_WIDTH)``) its info row (livewire.pxd: category,
+        session) for ``set_request_ctx``; without it category 0 and no session.
         """
         cdef int64_t n = offsets.shape[0] - 1, served
         cdef Call c
         if n <= 0:
             return 0
-        _check_batch(offsets, block_ids, timestamps, cost_exact, cost_int, n_match, n_anonymous)
+        _check_batch(offsets, block_ids, timestamps, cost_exact, cost_int, n_match, n_anonymous,
+                     info)
         if next_access.shape[0] != block_ids.shape[0]:
             raise ValueError("next-access array of the wrong length")
         _range_call(&c, offsets, block_ids, timestamps, cost_exact, cost_int, n_match,
-                    n_anonymous, first_request)
+                    n_anonymous, first_request, info)
         # NOTE: a batch of empty requests has no entries; any valid pointer will do then.
         c.nxt = &next_access[0] if next_access.shape[0] > 0 else c.off
         c.r0 = 0
@@ -1011,9 +1051,11 @@ cdef class CacheRun:
 cdef void _range_call(Call* c, const int64_t[::1] offsets, const int64_t[::1] block_ids,
                       const double[::1] timestamps, const double[::1] cost_exact,
                       const int64_t[::1] cost_int, const int64_t[::1] n_match,
-                      const int64_t[::1] n_anonymous, int64_t first_request) noexcept:
+                      const int64_t[::1] n_anonymous, int64_t first_request,
+                      const int64_t[:, ::1] info) noexcept:
     """Fill ``c`` for a range of a checked offline batch (all but ``nxt``, ``r0``, ``r1``)."""
     c.mode = CALL_RANGE
+    c.info = &info[0, 0] if info is not None and info.shape[0] > 0 else NULL
     c.off = &offsets[0]
     c.ids = &block_ids[0] if block_ids.shape[0] > 0 else c.off
     c.ts = &timestamps[0]
@@ -1031,6 +1073,7 @@ cdef void _live_call(Call* c, const int64_t[:, ::1] ev, const int64_t[::1] offse
                      double[:, :, ::1] out_f, int64_t req0) noexcept:
     """Fill ``c`` for a checked live batch (all but ``k``)."""
     c.mode = CALL_LIVE
+    c.info = NULL                 # NOTE: a live admission's info row is the tail of its event row
     c.ev = &ev[0, 0]
     c.off = &offsets[0]
     c.ids = &block_ids[0] if block_ids.shape[0] > 0 else c.off
@@ -1049,11 +1092,11 @@ cdef void _live_call(Call* c, const int64_t[:, ::1] ev, const int64_t[::1] offse
 cdef int _check_batch(const int64_t[::1] offsets, const int64_t[::1] block_ids,
                       const double[::1] timestamps, const double[::1] cost_exact,
                       const int64_t[::1] cost_int, const int64_t[::1] n_match,
-                      const int64_t[::1] n_anonymous) except -1:
+                      const int64_t[::1] n_anonymous, const int64_t[:, ::1] info) except -1:
     """Check the shapes of a batch's arrays before the loop reads them without bounds checks.
 
     ``offsets`` (n + 1 non-decreasing entries from 0) must stay inside ``block_ids``; the
-    per-request arrays (``timestamps``, ``n_match``, ``n_anonymous``) need n entries and the
+    per-request arrays (``timestamps``, ``n_match``, ``n_anonymous``, ``info``'s rows) need n entries and the
     per-position cost arrays one entry per block of the longest request.
     """
     cdef int64_t n = offsets.shape[0] - 1, r, longest = 0, d
@@ -1072,6 +1115,9 @@ cdef int _check_batch(const int64_t[::1] offsets, const int64_t[::1] block_ids,
     if n_anonymous is not None and n_anonymous.shape[0] < n:
         raise ValueError(f"one anonymous-slot count per request: {n_anonymous.shape[0]} for "
                          f"{n} requests")
+    if info is not None and (info.shape[0] < n or info.shape[1] != INFO_WIDTH):
+        raise ValueError(f"one info row of {INFO_WIDTH} per request: {info.shape[0]} x "
+                         f"{info.shape[1]} for {n} requests")
     if cost_exact.shape[0] < longest or cost_int.shape[0] < longest:
         raise ValueError(f"cost arrays of {min(cost_exact.shape[0], cost_int.shape[0])} "
                          f"positions for a request of {longest} blocks")
@@ -1082,11 +1128,11 @@ def serve_chunks(list runs, list next_access, const int64_t[::1] offsets,
                  const int64_t[::1] block_ids, const double[::1] timestamps,
                  const double[::1] cost_exact, const int64_t[::1] cost_int, int64_t first_request,
                  const int64_t[::1] n_match=None, int64_t chunk_entries=16384,
-                 const int64_t[::1] n_anonymous=None) -> None:
+                 const int64_t[::1] n_anonymous=None, const int64_t[:, ::1] info=None) -> None:
     """Step every cache of ``runs`` over a batch, a chunk of requests at a time.
 
     ``next_access[k]`` is the next-access array cache ``k`` reads (the oracles may get their own);
-    ``n_match`` and ``n_anonymous`` as in :meth:`CacheRun.serve_batch`.
+    ``n_match``, ``n_anonymous`` and ``info`` as in :meth:`CacheRun.serve_batch`.
     NOTE: one chunk (about ``chunk_entries`` block entries, whole requests) is served in every
     cache before the next: the chunk's ids, next-access times and costs stay in the CPU cache
     while the caches take turns, instead of each cache streaming the whole batch from memory.
@@ -1102,9 +1148,9 @@ def serve_chunks(list runs, list next_access, const int64_t[::1] offsets,
         return
     if len(next_access) != n_runs:
         raise ValueError("one next-access array per cache")
-    _check_batch(offsets, block_ids, timestamps, cost_exact, cost_int, n_match, n_anonymous)
+    _check_batch(offsets, block_ids, timestamps, cost_exact, cost_int, n_match, n_anonymous, info)
     _range_call(&c, offsets, block_ids, timestamps, cost_exact, cost_int, n_match, n_anonymous,
-                first_request)
+                first_request, info)
     off = c.off
     if chunk_entries < 1:
         chunk_entries = 1

@@ -49,8 +49,14 @@ Calls the serve loop makes (all ``noexcept nogil``; nothing here may raise or to
   the default loops over ``evict``.
 * ``remove(slot)``: drop a resident block outside eviction (live API); default drops the slot
   only, so a policy with order structures overrides it.
+* ``set_request_ctx(rctx)``: once per request about to be served, at its very start: after the
+  skip check (a request too large for the cache reaches no hook) and before the match and the
+  allocation (PrefixSim's ``set_request_ctx``), so the victims chosen for this request can read
+  its clock, class and session.  Only called when ``wants_request_ctx`` is set (a policy sets it
+  in its constructor); the loop builds no context otherwise, and the inlined kinds never see it.
+  A live admission later skipped because the room it needs is held has had its call.
 * ``on_request(ctx)``: once per served request, after allocation and before the access phase
-  (PrefixSim's ``record_request``; ``set_request_ctx``'s timestamp rides along).
+  (PrefixSim's ``record_request``).
 * ``on_release(slot)``: the request that accessed the block released it (tail first); only
   called when ``wants_release`` is set (the ``vllm`` policy).
 
@@ -99,6 +105,19 @@ cdef struct Access:
     int64_t position       # 0-based block position in its request
 
 
+cdef struct ArrivalCtx:
+    # what ``set_request_ctx`` gets, before the match and the allocation of a request
+    double timestamp_s          # arrival in seconds (the trace's start_time_us, else its
+                                # complete_time_us, / 1e6; -1 when unknown); a double, not a counter
+    int64_t category            # the request's class (--category fold of type and turn); 0 = one
+                                # undifferentiated class; policies compare it for equality only
+    int64_t session_id          # the trace's session id, -1 none
+    int64_t session_next_req    # 1-based file-order index of the session's next request, -1 none
+                                # or unknown (the trace's session_next_req, docs/lcp.md)
+    int64_t n_blocks            # the request's block count
+    int64_t vtime               # n_req before the request's first get
+
+
 cdef struct RequestCtx:
     const int64_t* block_ids    # the request's block ids in prefix order
     int64_t n_blocks
@@ -121,6 +140,7 @@ cdef class Policy:
     cdef readonly int64_t n_pinned    # slots with pins > 0
     cdef public bint pin_enabled      # set by the loop; informational for policies
     cdef public bint wants_release    # call on_release (set by a policy that uses it)
+    cdef public bint wants_request_ctx  # call set_request_ctx (set by a policy that uses it)
     cdef public bint strict_pins      # set by registry.make_policy from the module's STRICT_PINS
     cdef readonly int nomem           # 1 for good once an allocation needed mid-run failed
 
@@ -206,6 +226,7 @@ cdef class Policy:
     cdef int64_t evict(self, const Access* acc) noexcept nogil
     cdef int64_t evict_n(self, const Access* acc, int64_t n, int64_t* out) noexcept nogil
     cdef void remove(self, int64_t slot) noexcept nogil
+    cdef void set_request_ctx(self, const ArrivalCtx* rctx) noexcept nogil
     cdef void on_request(self, const RequestCtx* ctx) noexcept nogil
     cdef void on_release(self, int64_t slot) noexcept nogil
 

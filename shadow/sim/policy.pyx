@@ -25,6 +25,7 @@ cdef class Policy:
         self.n_resident = 0
         self.pin_enabled = True
         self.wants_release = False
+        self.wants_request_ctx = False
         self.nomem = 0
         # NOTE: a policy whose own per-slot state would otherwise take it past the memory budget
         # (48 B a slot) sets the class attribute ``TABLE_PER_SLOT`` (3: 12 B a slot instead of
@@ -192,6 +193,9 @@ cdef class Policy:
 
     cdef void remove(self, int64_t slot) noexcept nogil:
         self._drop_slot(slot)
+
+    cdef void set_request_ctx(self, const ArrivalCtx* rctx) noexcept nogil:
+        pass
 
     cdef void on_request(self, const RequestCtx* ctx) noexcept nogil:
         pass

@@ -20,6 +20,7 @@ import numpy as np
 
 from shadow.atomic import commit, create_temp, discard, output_error
 from shadow.errors import ShadowError
+from shadow.sim.category import DEFAULT_CATEGORY, check_category, request_info
 from shadow.sim.cost import CostModel, parse_cost_model
 from shadow.sim.livewire import EV_ADMIT, OUT_RC, OUT_WIDTH, ROW_KIND, ROW_WIDTH
 from shadow.sim.loop import FAIL_MESSAGES, CacheRun, live_batch_all, serve_chunks
@@ -43,7 +44,8 @@ class Simulator:
                  pin: bool = True, replay_order: str = "deepest-first", verify: bool = True,
                  dump_holes_dir: str | os.PathLike | None = None, trace_name: str = "",
                  block_id: str = "prefix", lookup: str = "all", block_size_tokens: int = 0,
-                 threads: int | None = None, chunk_entries: int = CHUNK_ENTRIES) -> None:
+                 threads: int | None = None, chunk_entries: int = CHUNK_ENTRIES,
+                 category: str = DEFAULT_CATEGORY) -> None:
         if replay_order not in ("deepest-first", "prefix-order"):
             raise ShadowError(f"bad replay order {replay_order!r} (deepest-first or prefix-order)")
         if lookup not in LOOKUP_MODES:
@@ -53,6 +55,9 @@ class Simulator:
                               f"(the header has none)")
         if not specs:
             raise ShadowError("no cache to simulate")
+        #: how the trace's type and turn fold into the category ``set_request_ctx`` carries
+        #: (:mod:`shadow.sim.category`)
+        self.category = check_category(category)
         self.specs = list(specs)
         self.cost = cost_model if isinstance(cost_model, CostModel) else parse_cost_model(cost_model)
         self.pin = pin
@@ -67,6 +72,9 @@ class Simulator:
             policy = make_policy(s.policy, s.capacity, s.params)
             self.runs.append(CacheRun(policy, pin, replay_order, verify))
         self._needs_next = [policy_info(s.policy).needs_next_access for s in self.specs]
+        #: True if some cache's policy reads the request context (``set_request_ctx``): only then
+        #: are the per-request info rows built
+        self.wants_request_ctx = any(r.policy.wants_request_ctx for r in self.runs)
         self.chunk_entries = int(chunk_entries)
         self._groups = self._make_groups(threads)
         self._pool = None
@@ -135,6 +143,7 @@ class Simulator:
         na = (vllm_anonymous_counts(batch.records, lens, self.block_size_tokens)
               if self.lookup == "vllm" else None)
         max_len = max_b if na is None else int(np.max(lens + na))
+        info = request_info(batch.records, self.category) if self.wants_request_ctx else None
         for run in self.runs:
             run.reserve(max_len + 1)
         src = self.next_access_source
@@ -150,7 +159,7 @@ class Simulator:
                 nxts[id(run)] = nxt
         jobs = [(g, [nxts[id(r)] for r in g]) for g in self._groups]
         args = (offsets, ids, ts, self._cost_exact, self._cost_int, int(batch.first_request),
-                nm, self.chunk_entries, na)
+                nm, self.chunk_entries, na, info)
         if len(jobs) == 1:
             serve_chunks(jobs[0][0], jobs[0][1], *args)
         else:
@@ -324,16 +333,21 @@ class Simulator:
         return out_i, out_f
 
     def admit(self, block_ids: Iterable[int], n_match: int | None = None, n_anonymous: int = 0,
-              timestamp_s: float = -1.0, next_access: Iterable[int] | None = None) -> Admission:
+              timestamp_s: float = -1.0, next_access: Iterable[int] | None = None,
+              category: int = 0, session_id: int = -1,
+              session_next_req: int = -1) -> Admission:
         """Serve one live request in every cache and keep its blocks pinned until :meth:`release`.
 
         Statistics (``hits``: gap-spanning, ``prefix_hits``: up to the first miss) cover
         ``block_ids[:n_match]``; every block is allocated and accessed; ``n_anonymous`` slots are
-        reserved without a block (vLLM's partial tail block) until release.  Many requests at
-        once: :class:`LiveBatch` and :meth:`serve_live` (same results, fewer calls).
+        reserved without a block (vLLM's partial tail block) until release.  ``timestamp_s``,
+        ``category`` (already folded: :mod:`shadow.sim.category`), ``session_id`` and
+        ``session_next_req`` are what ``set_request_ctx`` gets.  Many requests at once:
+        :class:`LiveBatch` and :meth:`serve_live` (same results, fewer calls).
         """
         batch = LiveBatch()
-        adm = batch.admit(block_ids, n_match, n_anonymous, timestamp_s, next_access)
+        adm = batch.admit(block_ids, n_match, n_anonymous, timestamp_s, next_access, category,
+                          session_id, session_next_req)
         self.serve_live(batch)
         return adm
 

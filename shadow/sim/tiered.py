@@ -17,7 +17,7 @@ import numpy as np
 from shadow.sim.cost import CostModel
 from shadow.sim.results import CacheSpec
 from shadow.sim.tier import TierSpec
-from shadow.sim.timing import _load, run_trace_recorded
+from shadow.sim.timing import _load, load_fields, run_trace_recorded
 
 #: The tier keys a RESULT line gains (after every other key), in this order.
 TIER_KEYS = ("tier", "tier_chunks", "tier_chunk_blocks", "tier_block_bytes", "tier_hit_ratio",
@@ -99,7 +99,7 @@ def run_with_tiers(sim, tr, path: str | os.PathLike[str], block_tokens: int,
     (closing ``sim``) at the times ``service`` gives (:class:`SerialOrder`, a ``ServiceModel``,
     or None: the recorded times), then each cache's admissions through each tier; one
     :class:`TierResult` per (cache, tier), caches in ``sim.specs`` order, tiers inside."""
-    loaded = rec, off, ids = _load(tr)
+    loaded = rec, off, ids = _load(tr, load_fields(sim))
     n = int(off.shape[0]) - 1
     K = len(sim.specs)
     hits = np.full((n, K), -1, dtype=np.int64)

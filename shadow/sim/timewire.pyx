@@ -17,7 +17,8 @@ from libc.string cimport memcpy
 
 from shadow.sim.livewire cimport (EV_ADMIT, EV_RELEASE, OUT_PREFIX_HITS, OUT_RC, ROW_KIND,
                                   ROW_LINK, ROW_N_ANONYMOUS, ROW_N_ANONYMOUS_FINAL,
-                                  ROW_N_BLOCKS, ROW_N_MATCH)
+                                  ROW_N_BLOCKS, ROW_N_MATCH, ROW_INFO, INFO_CATEGORY,
+                                  INFO_SESSION, INFO_SESSION_NEXT, INFO_WIDTH)
 
 
 def batch_entries(const int64_t[::1] order, int64_t c0, int64_t c1, int64_t n,
@@ -38,17 +39,22 @@ def fill_batch(const int64_t[::1] order, int64_t c0, int64_t c1, int64_t n,
                const int64_t[::1] n_final, const int64_t[::1] nb, const int64_t[::1] off,
                const int64_t[::1] ids, const int64_t[::1] start, const int8_t[:, ::1] rc_of,
                int64_t[::1] pos, int64_t[:, ::1] ev, int64_t[::1] offsets,
-               int64_t[::1] ids_out, double[::1] ts, int64_t[:, ::1] rc) -> tuple:
+               int64_t[::1] ids_out, double[::1] ts, int64_t[:, ::1] rc,
+               const int64_t[:, ::1] info=None) -> tuple:
     """Write events ``order[c0:c1]`` into rows ``ev[0:m]``, entry ``offsets[0:m+1]`` into
-    ``ids_out``, timestamps ``ts[0:m]`` and, for a release whose admission is in an earlier
-    batch, ``rc[e, :]`` (zero elsewhere).  Returns (the longest event's entries plus anonymous
-    slots, releases, their block accesses).  The caller sized every output for ``m`` events and
+    ``ids_out``, timestamps ``ts[0:m]`` (``start[r] / 1e6``) and, for a release whose admission
+    is in an earlier batch, ``rc[e, :]`` (zero elsewhere).  An admission's info row is
+    ``info[r]`` (requests x INFO_WIDTH), or category 0 and no session without ``info``.
+    Returns (the longest event's entries plus anonymous slots, releases, their block accesses).  The caller sized every output for ``m`` events and
     :func:`batch_entries` entries."""
     cdef int64_t m = c1 - c0, e, g, r, L, need, k, K = rc.shape[1], o = 0
     cdef int64_t max_len = 0, n_released = 0, accesses = 0
     cdef int64_t* row
+    cdef bint has_info = info is not None
     if (ev.shape[0] < m or offsets.shape[0] < m + 1 or ts.shape[0] < m or rc.shape[0] < m
-            or rc_of.shape[1] != K or ev.shape[1] < ROW_LINK + 1 or c0 < 0 or c1 > order.shape[0]):
+            or rc_of.shape[1] != K or ev.shape[1] < ROW_INFO + INFO_WIDTH or c0 < 0
+            or c1 > order.shape[0] or (info is not None and (info.shape[0] < n
+                                                             or info.shape[1] != INFO_WIDTH))):
         raise ValueError("fill_batch: inconsistent array shapes")
     with nogil:
         offsets[0] = 0
@@ -64,6 +70,14 @@ def fill_batch(const int64_t[::1] order, int64_t c0, int64_t c1, int64_t n,
                 row[ROW_LINK] = -1
                 need = L + n_anon[r]
                 pos[r] = e
+                if has_info:
+                    row[ROW_INFO + INFO_CATEGORY] = info[r, INFO_CATEGORY]
+                    row[ROW_INFO + INFO_SESSION] = info[r, INFO_SESSION]
+                    row[ROW_INFO + INFO_SESSION_NEXT] = info[r, INFO_SESSION_NEXT]
+                else:
+                    row[ROW_INFO + INFO_CATEGORY] = 0
+                    row[ROW_INFO + INFO_SESSION] = -1
+                    row[ROW_INFO + INFO_SESSION_NEXT] = -1
                 for k in range(K):
                     rc[e, k] = 0
             else:
@@ -73,6 +87,9 @@ def fill_batch(const int64_t[::1] order, int64_t c0, int64_t c1, int64_t n,
                 row[ROW_N_MATCH] = 0
                 row[ROW_N_ANONYMOUS_FINAL] = n_final[r]
                 row[ROW_LINK] = pos[r]
+                row[ROW_INFO + INFO_CATEGORY] = 0
+                row[ROW_INFO + INFO_SESSION] = -1
+                row[ROW_INFO + INFO_SESSION_NEXT] = -1
                 need = L + n_final[r]
                 for k in range(K):
                     rc[e, k] = rc_of[r, k] if pos[r] < 0 else 0

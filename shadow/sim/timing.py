@@ -14,7 +14,9 @@ runs, and its generated blocks enter the cache when it finishes.  With start and
   reserves the prompt's partial last block; the release inserts the generated blocks vLLM cached
   (up to ``input_length + output_length - 1`` computed tokens) and holds the final partial block
   while they go in: :mod:`shadow.sim.vllm_rules`, as the connector's worker does;
-* blocks held by running requests are pinned; an admission that would need them is skipped.
+* blocks held by running requests are pinned; an admission that would need them is skipped;
+* a policy that wants the request context gets it at the admission (its start time, category
+  folded by ``sim.category``, session), as in the serial replay.
 
 The connector's recording stamps each admission and release on the scheduler's thread with a
 strictly increasing microsecond (``start_time_us`` is the engine's admission, not the arrival),
@@ -68,6 +70,14 @@ class SerialOrder:
 #: The record fields the recorded timing reads.
 FIELDS = ("start_time_us", "complete_time_us", "input_length", "output_length")
 
+#: And those the request context reads (only loaded when a policy wants it).
+CTX_FIELDS = ("type_id", "turn", "session_id", "session_next_req")
+
+
+def load_fields(sim: "Simulator") -> tuple[str, ...]:
+    """The record columns :func:`run_trace_recorded` reads for ``sim``'s caches."""
+    return FIELDS + CTX_FIELDS if sim.wants_request_ctx else FIELDS
+
 
 def _grow(a: np.ndarray, need: int) -> np.ndarray:
     """``a`` with room for at least ``need`` entries (doubling; the first ``len(a)`` kept)."""
@@ -78,7 +88,8 @@ def _grow(a: np.ndarray, need: int) -> np.ndarray:
     return b
 
 
-def _load(tr) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+def _load(tr, fields: tuple[str, ...] = FIELDS) -> tuple[dict[str, np.ndarray], np.ndarray,
+                                                         np.ndarray]:
     """The whole trace's timing fields (int64 each), offsets and block ids (time order needs all
     of it).  NOTE: plain int64 columns, not whole records (concatenating structured batches
     field by field cost as much as serving them), each batch copied into arrays sized by the
@@ -87,7 +98,7 @@ def _load(tr) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
     h = getattr(tr, "header", None)
     n_hint = max(int(getattr(h, "n_requests", 0) or 0), 0)
     m_hint = max(int(getattr(h, "n_block_accesses", 0) or 0), 0)
-    cols = {f: np.empty(n_hint, dtype=np.int64) for f in FIELDS}
+    cols = {f: np.empty(n_hint, dtype=np.int64) for f in fields}
     offs = np.empty(n_hint + 1, dtype=np.int64)
     offs[0] = 0
     ids = np.empty(m_hint, dtype=np.int64)
@@ -100,7 +111,7 @@ def _load(tr) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
             cols = {f: _grow(c, i + k) for f, c in cols.items()}
             offs = _grow(offs, i + k + 1)
         ids = _grow(ids, j + L)
-        for f in FIELDS:
+        for f in fields:
             cols[f][i:i + k] = batch.records[f]
         offs[i + 1:i + k + 1] = o[1:] + j
         ids[j:j + L] = batch.block_ids
@@ -125,6 +136,7 @@ def run_trace_recorded(sim: "Simulator", tr, path: str | os.PathLike[str], block
     request at a time in file order.  ``starts`` (int64, requests), when given, receives each
     request's start time (the admission order)."""
     # NOTE: the Cython modules, only when run (the CLI reads TIMING_MODES at start-up)
+    from shadow.sim.category import request_info
     from shadow.sim.livewire import ROW_WIDTH
     from shadow.sim.timewire import batch_entries, fill_batch, take_results
 
@@ -138,7 +150,9 @@ def run_trace_recorded(sim: "Simulator", tr, path: str | os.PathLike[str], block
             raise ShadowError(f"{path}: --timing {mode} needs the block size in tokens, which "
                               f"the trace's header does not give")
         # NOTE: a caller that needs the arrays too (--tier) loads them once and passes them
-        rec, off, ids = tr if isinstance(tr, tuple) else _load(tr)
+        # (with load_fields(sim)'s columns)
+        wants_ctx = sim.wants_request_ctx
+        rec, off, ids = tr if isinstance(tr, tuple) else _load(tr, load_fields(sim))
         start = rec["start_time_us"]
         done = rec["complete_time_us"]
         n = int(start.shape[0])
@@ -171,6 +185,14 @@ def run_trace_recorded(sim: "Simulator", tr, path: str | os.PathLike[str], block
         n_full = np.minimum(full_blocks(n_comp, block_size), nb)
         n_rel = np.maximum(n_full, n_prompt)             # a release's entries: admitted + generated
         n_final = partial_tail_blocks(n_comp, n_rel, block_size)
+        # NOTE: what set_request_ctx gets (only built when a policy wants it): the info rows,
+        # and the request's own time in the trace where the order is not a time (--tier alone)
+        info = request_info(rec, sim.category) if wants_ctx else None
+        ts_us = start
+        if isinstance(service, SerialOrder):
+            arrival = np.where(rec["start_time_us"] >= 0, rec["start_time_us"],
+                               rec["complete_time_us"])
+            ts_us = np.where(arrival >= 0, arrival, -1_000_000)
         # events in time order; at equal times releases first, then admissions, then the release
         # of a request that started as it finished (after its own admission); then file order
         # (event g < n: the release of request g; g >= n: the admission of request g - n)
@@ -191,9 +213,9 @@ def run_trace_recorded(sim: "Simulator", tr, path: str | os.PathLike[str], block
         N = 2 * n
         # NOTE: each batch is written in one C pass (timewire.fill_batch) into buffers reused
         # from batch to batch: numpy's per-column fancy indexing cost more than the serving
-        n_prompt, n_rel, n_match, n_anon, n_final, nb, off, ids, start = (
+        n_prompt, n_rel, n_match, n_anon, n_final, nb, off, ids, ts_us = (
             np.ascontiguousarray(x, dtype=np.int64)
-            for x in (n_prompt, n_rel, n_match, n_anon, n_final, nb, off, ids, start))
+            for x in (n_prompt, n_rel, n_match, n_anon, n_final, nb, off, ids, ts_us))
         order = np.ascontiguousarray(order, dtype=np.int64)
         rc_of = np.zeros((n, K), dtype=np.int8)          # each admission's OUT_RC per cache
         pos = np.full(n, -1, dtype=np.int64)             # its row in the batch being built
@@ -212,7 +234,7 @@ def run_trace_recorded(sim: "Simulator", tr, path: str | os.PathLike[str], block
                 ids_out = np.empty(max(total, 2 * ids_out.shape[0]), dtype=np.int64)
             max_len, n_released, accesses = fill_batch(
                 order, c0, c1, n, n_prompt, n_rel, n_match, n_anon, n_final, nb, off, ids,
-                start, rc_of, pos, ev, offsets, ids_out, ts, rc)
+                ts_us, rc_of, pos, ev, offsets, ids_out, ts, rc, info)
             out_i, _ = sim.serve_live_arrays(ev[:m], offsets[:m + 1], ids_out[:total], ts[:m],
                                              rc[:m], max_len)
             take_results(order, c0, c1, n, out_i, rc_of, pos, prefix_hits)

@@ -3,7 +3,8 @@
 Same phases and counters as ``shadow/sim/loop.pyx`` (read that module's docstring); policies
 are the ``reference/<name>.py`` classes, keyed by block id.
 
-Offline, :meth:`RefCache.serve` serves a request whole.  Live (docs/sim.md "Live API"),
+Offline, :meth:`RefCache.serve` serves a request whole.  A reference with ``WANTS_REQUEST_CTX =
+True`` gets ``set_request_ctx(Arrival)`` once the request passes the skip check, before the match.  Live (docs/sim.md "Live API"),
 :meth:`RefCache.admit` serves it but keeps its blocks pinned and its anonymous slots reserved,
 and :meth:`RefCache.release` later inserts its generated blocks and lets it go.
 
@@ -32,6 +33,18 @@ class Acc:
     vtime: int
     req_vtime: int
     position: int
+
+
+@dataclass
+class Arrival:
+    """What ``set_request_ctx`` gets (policy.pxd's ``ArrivalCtx``), before match and allocation."""
+
+    timestamp_s: float
+    category: int
+    session_id: int
+    session_next_req: int
+    n_blocks: int
+    vtime: int
 
 
 @dataclass
@@ -124,17 +137,21 @@ class RefCache:
 
     def serve(self, ids: Sequence[int], next_access: Sequence[int] | None = None,
               timestamp_s: float = -1.0, n_match: int | None = None,
-              n_anonymous: int = 0) -> Served:
+              n_anonymous: int = 0, category: int = 0, session_id: int = -1,
+              session_next_req: int = -1) -> Served:
         """Serve one request; only ``ids[:n_match]`` are looked up (counted), all are accessed.
 
         ``n_anonymous`` slots (no block in them) are made free for the request's duration and
-        are free again afterwards.
+        are free again afterwards.  ``timestamp_s``, ``category``, ``session_id`` and
+        ``session_next_req`` are what ``set_request_ctx`` gets.
         """
-        return self._serve(ids, next_access, timestamp_s, n_match, n_anonymous, hold=False)
+        return self._serve(ids, next_access, timestamp_s, n_match, n_anonymous, hold=False,
+                           info=(category, session_id, session_next_req))
 
     def admit(self, ids: Sequence[int], next_access: Sequence[int] | None = None,
               timestamp_s: float = -1.0, n_match: int | None = None,
-              n_anonymous: int = 0) -> Served:
+              n_anonymous: int = 0, category: int = 0, session_id: int = -1,
+              session_next_req: int = -1) -> Served:
         """Live admission: :meth:`serve`, but every block stays pinned and ``n_anonymous`` slots
         stay reserved until :meth:`release`.
 
@@ -142,10 +159,12 @@ class RefCache:
         anonymous slots already reserved, or when the room it needs is held: fewer unpinned
         blocks than it must evict (an engine would make it wait).
         """
-        return self._serve(ids, next_access, timestamp_s, n_match, n_anonymous, hold=True)
+        return self._serve(ids, next_access, timestamp_s, n_match, n_anonymous, hold=True,
+                           info=(category, session_id, session_next_req))
 
     def _serve(self, ids: Sequence[int], next_access: Sequence[int] | None, timestamp_s: float,
-               n_match: int | None, n_anonymous: int, hold: bool) -> Served:
+               n_match: int | None, n_anonymous: int, hold: bool,
+               info: tuple[int, int, int] = (0, -1, -1)) -> Served:
         ids = [int(x) for x in ids]
         B = len(ids)
         M = B if n_match is None else max(0, min(int(n_match), B))
@@ -159,6 +178,9 @@ class RefCache:
             self.n_req_skipped += 1
             return Served("skipped")
         p = self.policy
+        if getattr(p, "WANTS_REQUEST_CTX", False):
+            p.set_request_ctx(Arrival(float(timestamp_s), int(info[0]), int(info[1]), int(info[2]),
+                                      B, self.vtime))
         # 1. match: statistics kept aside until the request is known to be served
         hits = [p.find(b) for b in ids]
         costs = [self.cost.cost(i) for i in range(B)]
