@@ -9,6 +9,7 @@ from typing import Callable
 import click
 
 from shadow.errors import ShadowError
+from shadow.sim.category import CATEGORY_MODES, DEFAULT_CATEGORY
 
 _SIZE_RE = re.compile(r"^\s*(\d+)\s*([kKmMgG]?)\s*$")
 _SUFFIX = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
@@ -55,6 +56,16 @@ def block_id_option() -> Callable:
     return click.option(
         "--block-id", type=click.Choice(["prefix", "raw"]), default="prefix", show_default=True,
         help="JSONL only: intern (parent id, raw id) pairs (prefix), or use raw ids as they are.",
+    )
+
+
+def category_option() -> Callable:
+    return click.option(
+        "--category", type=click.Choice(list(CATEGORY_MODES)), default=DEFAULT_CATEGORY,
+        show_default=True,
+        help="How the trace's type and turn fold into the request category that policies "
+             "reading the request context compare (workload_aware...); none = one class, "
+             "type+first-turn = type x first or later turn (docs/sim.md, Request context).",
     )
 
 

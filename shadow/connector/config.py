@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from shadow.errors import ShadowError
+from shadow.sim.category import DEFAULT_CATEGORY, check_category
 from shadow.trace.sessions import DEFAULT_SESSION_WINDOW
 
 PREFIX = "kv_connector_extra_config"
@@ -35,7 +36,7 @@ KNOWN_KEYS = frozenset({
     "policies", "capacities", "capacity_factors", "cost_model", "pin", "match", "record_dir",
     "segment_max_bytes", "segment_max_seconds", "record_flush_ms", "record_session_window",
     "metrics_port", "metrics_host", "queue_size", "worker_nice", "id_horizon_s",
-    "prediction_log_size", "engine_id", "dp_rank", "enabled",
+    "prediction_log_size", "engine_id", "dp_rank", "enabled", "category",
     "tiers", "tier_caches", "bytes_per_block",
 })
 
@@ -67,6 +68,7 @@ class ShadowConfig:
     policies: tuple[PolicySpec, ...]
     capacities: tuple[int, ...]
     cost_model: str = "uniform"
+    category: str = DEFAULT_CATEGORY
     pin: bool = True
     match: str = "vllm"
     record_dir: str | None = None
@@ -303,6 +305,9 @@ def parse_extra_config(extra: dict[str, Any] | None, *, block_size: int, engine_
         except ShadowError as exc:
             raise _err("cost_model", str(exc)) from None
 
+    category = str(extra.get("category", DEFAULT_CATEGORY))
+    check_category(category, f"{PREFIX}.category")
+
     match = str(extra.get("match", "vllm"))
     if match not in MATCH_MODES:
         raise _err("match", f"unknown match mode {match!r} (known: {', '.join(MATCH_MODES)})")
@@ -332,6 +337,7 @@ def parse_extra_config(extra: dict[str, Any] | None, *, block_size: int, engine_
         policies=policies,
         capacities=capacities,
         cost_model=cost_model,
+        category=category,
         pin=_bool(extra.get("pin", True), "pin"),
         match=match,
         record_dir=record_dir,

@@ -270,6 +270,7 @@ class _Caches:
         self.sim = None
         if specs:
             self.sim = Simulator(specs, cost_model=cfg.cost_model, pin=cfg.pin, verify=False,
+                                 category=cfg.category,
                                  trace_name=f"live engine {cfg.engine_id} dp{cfg.dp_rank}")
             for i, run in zip(self.loop_idx, self.sim.runs):
                 self.runs[i] = run

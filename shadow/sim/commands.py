@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 
 from shadow.atomic import atomic_open, check_writable
-from shadow.cli_options import (allow_truncated_option, block_id_option, parse_name_list,
-                                parse_size_list, trace_option)
+from shadow.cli_options import (allow_truncated_option, block_id_option, category_option,
+                                parse_name_list, parse_size_list, trace_option)
 from shadow.errors import ShadowError
 from shadow.sim.cost import COST_MODELS, parse_cost_model
 from shadow.progress import progress_bar
@@ -173,9 +173,10 @@ def format_tier_table(results, tier_results) -> str:
 @click.option("--list-algos", is_flag=True, help="List the policies and exit.")
 @allow_truncated_option()
 @block_id_option()
+@category_option()
 def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_order, no_verify,
              timing, service, tier, bytes_per_block, kv_config, lookup, threads, dump_holes, output,
-             fmt, list_algos, allow_truncated, block_id) -> None:
+             fmt, list_algos, allow_truncated, block_id, category) -> None:
     """Replay a trace through prefix caches and report hit and compute-saving ratios.
 
     Every (policy, size) cache is stepped over each decoded batch: one pass over the trace.
@@ -262,7 +263,7 @@ def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_or
                         verify=not no_verify, dump_holes_dir=dump_holes,
                         trace_name=trace if trace is not None else Path(path).name,
                         block_id=block_id, lookup=lookup, block_size_tokens=h.block_size_tokens,
-                        threads=threads)
+                        threads=threads, category=category)
         kind = "jsonl" if type(tr).__name__ == "JsonlTrace" else "lcp"
         click.echo(f"trace {path}: {h.n_requests} requests, {h.n_block_accesses} block accesses, "
                    f"format {kind}, block-id {block_id}")

@@ -35,7 +35,7 @@ def run_cell(cell: Cell) -> str:
         sim = Simulator([CacheSpec(cell.algo, cell.capacity, cell.params)],
                         cost_model=cell.cost_model, pin=cell.pin, replay_order=cell.replay_order,
                         verify=True, trace_name=cell.trace_name, block_id=cell.block_id,
-                        lookup="vllm" if timed else "all",
+                        lookup="vllm" if timed else "all", category=cell.category,
                         block_size_tokens=tr.header.block_size_tokens)
         if timed:
             run_trace_recorded(sim, tr, cell.trace, tr.header.block_size_tokens,
@@ -77,7 +77,7 @@ def _run_tier_cell(cell: Cell, timing: str, service: str) -> str:
         sim = Simulator([CacheSpec(cell.algo, cell.capacity, cell.params)], cost_model=cost,
                         pin=cell.pin, replay_order=cell.replay_order, verify=True,
                         trace_name=cell.trace_name, block_id=cell.block_id, lookup="vllm",
-                        block_size_tokens=B)
+                        block_size_tokens=B, category=cell.category)
         svc = (parse_service(service) if timing == "model" else None if timing == "recorded"
                else SerialOrder())
         tier_results = run_with_tiers(sim, tr, cell.trace, B, tiers, block_bytes, cost,

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from shadow.cli_options import allow_truncated_option, block_id_option, parse_name_list, parse_size
+from shadow.cli_options import (allow_truncated_option, block_id_option, category_option,
+                                parse_name_list, parse_size)
 from shadow.errors import ShadowError
 from shadow.sim.registry import policy_info
 from shadow.sim.service import parse_service
@@ -109,6 +110,7 @@ def _check_policies_and_costs(algos: list[tuple[str, str]], cost_models: list[st
                    "trace's block size.")
 @block_id_option()
 @allow_truncated_option()
+@category_option()
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar over cells on stderr  [default: when stderr is a terminal]")
 def sweep(traces_args: tuple[str, ...], traces: tuple[str, ...], algos: tuple[str, ...],
@@ -116,7 +118,7 @@ def sweep(traces_args: tuple[str, ...], traces: tuple[str, ...], algos: tuple[st
           executor: str, jobs: int | None, address: str | None, no_pin: bool, replay_order: str,
           timings: tuple[str, ...], service: str | None, tiers: tuple[str, ...],
           tier_bytes: int | None, kv_config: str | None, block_id: str, allow_truncated: bool,
-          progress: bool | None) -> None:
+          category: str, progress: bool | None) -> None:
     """Simulate every (trace, policy, capacity, cost model) cell, in parallel, resumably.
 
     Each cell streams its trace once through one simulated cache (constant memory) and is stored as
@@ -158,7 +160,7 @@ def sweep(traces_args: tuple[str, ...], traces: tuple[str, ...], algos: tuple[st
     cell_tiers, kv_bytes = _tier_cells(tiers, tier_bytes, kv_config, pairs)
     cells = plan_cells(all_traces, pairs, caps, cms, pin=not no_pin, replay_order=replay_order,
                        block_id=block_id, allow_truncated=allow_truncated, timings=cell_timings,
-                       tiers=cell_tiers, kv_bytes=kv_bytes)
+                       tiers=cell_tiers, kv_bytes=kv_bytes, category=category)
     ex = make_executor(executor, jobs=jobs, address=address)
     report = run_sweep(cells, out_dir, ex, progress=progress)
     click.echo(f"{report.summary()}; wrote {report.csv_path}")

@@ -6,7 +6,8 @@ of storage: it is run by one task that streams its trace once through one
 :class:`shadow.sim.Simulator` with one cache, and it is stored as one file under ``DIR/cells/``.
 
 Invariant: a cell's :meth:`Cell.key` names every input that can change its result (the trace path,
-the policy and its parameters, the capacity, the cost model, pinning, replay order, block-id mode, truncation),
+the policy and its parameters, the capacity, the cost model, pinning, replay order, block-id mode, truncation,
+the category fold),
 and nothing else, so two cells with equal keys give identical RESULT lines and a cell file found in
 ``DIR`` can stand in for running the cell again.
 """
@@ -22,6 +23,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Iterable
 
 from shadow.cli_options import parse_size
+from shadow.sim.category import DEFAULT_CATEGORY
 from shadow.sim.registry import MAX_CAPACITY
 from shadow.errors import ShadowError
 
@@ -114,16 +116,20 @@ class Cell:
     #: the bytes of a block for the tier: ``N`` (``--bytes-per-block``) or ``CONFIG[,DTYPE]``
     #: (``--kv-config``, read with the trace's block size), '' none
     kv_bytes: str = ""
+    #: the fold of type and turn into the request category (``--category``)
+    category: str = DEFAULT_CATEGORY
 
     def key(self) -> str:
         """The canonical text of every field: equal keys, equal results.
 
-        NOTE: ``timing``, ``tier`` and ``kv_bytes`` are left out at their defaults, so a cell
-        stored before those fields existed keeps its key (and its file name's digest): such
-        sweeps resume.
+        NOTE: ``timing``, ``tier``, ``kv_bytes`` and ``category`` are left out at their
+        defaults, so a cell stored before those fields existed keeps its key (and its file name's
+        digest): such sweeps resume (no policy read the category before it existed: their
+        results are the default's).
         """
         d = asdict(self)
-        for name, default in (("timing", "serial"), ("tier", ""), ("kv_bytes", "")):
+        for name, default in (("timing", "serial"), ("tier", ""), ("kv_bytes", ""),
+                              ("category", DEFAULT_CATEGORY)):
             if d[name] == default:
                 del d[name]
         return json.dumps(d, sort_keys=True, separators=(",", ":"))
@@ -160,7 +166,8 @@ def plan_cells(traces: Iterable[str], algos: Iterable[tuple[str, str]], capaciti
                cost_models: Iterable[str], *, pin: bool = True,
                replay_order: str = "deepest-first", block_id: str = "prefix",
                allow_truncated: bool = False, timings: Iterable[str] = ("serial",),
-               tiers: Iterable[str] = ("",), kv_bytes: str = "") -> list[Cell]:
+               tiers: Iterable[str] = ("",), kv_bytes: str = "",
+               category: str = DEFAULT_CATEGORY) -> list[Cell]:
     """The cells of a sweep, in trace, cost model, timing, policy, capacity, tier order, without
     duplicates.
 
@@ -178,7 +185,7 @@ def plan_cells(traces: Iterable[str], algos: Iterable[tuple[str, str]], capaciti
                         for tier in tiers:
                             cell = Cell(path, algo, cap, cost_model, params, pin, replay_order,
                                         block_id, allow_truncated, timing, tier,
-                                        kv_bytes if tier else "")
+                                        kv_bytes if tier else "", category)
                             if cell not in seen:
                                 seen.add(cell)
                                 cells.append(cell)

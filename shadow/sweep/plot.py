@@ -29,6 +29,7 @@ from typing import Iterable
 
 from shadow.atomic import atomic_path
 from shadow.errors import ShadowError
+from shadow.sim.category import DEFAULT_CATEGORY
 from shadow.sweep.store import bad_number, read_csv_lines
 
 logger = logging.getLogger(__name__)
@@ -37,7 +38,7 @@ logger = logging.getLogger(__name__)
 #: holes per served request).
 HOLE_FIELDS = ("holes_per_req", "n_holes")
 _DEFAULTS = {"pin": "on", "replay_order": "deepest-first", "block_id": "prefix",
-             "timing": "serial"}
+             "timing": "serial", "category": DEFAULT_CATEGORY}
 
 
 def is_oracle(algo: str) -> bool:
@@ -85,7 +86,7 @@ def _slug(text: str) -> str:
 
 
 def _group_title(key: tuple[str, ...]) -> tuple[str, str]:
-    trace, cost_model, pin, replay_order, block_id, timing = key
+    trace, cost_model, pin, replay_order, block_id, timing, category = key
     extras = []
     if pin != _DEFAULTS["pin"]:
         extras.append("no-pin")
@@ -95,6 +96,8 @@ def _group_title(key: tuple[str, ...]) -> tuple[str, str]:
         extras.append(f"block-id {block_id}")
     if timing != _DEFAULTS["timing"]:
         extras.append(f"timing {timing}")
+    if category != _DEFAULTS["category"]:
+        extras.append(f"category {category}")
     title = f"{trace}  cost model {cost_model}" + (f"  ({', '.join(extras)})" if extras else "")
     name = "__".join(_slug(p) for p in (trace, cost_model, *extras)) + ".png"
     return title, name
@@ -121,7 +124,8 @@ def plot_sweep(csv_path: str | os.PathLike, out_dir: str | os.PathLike, *,
         key = (row["trace"], row["cost_model"], row.get("pin") or _DEFAULTS["pin"],
                row.get("replay_order") or _DEFAULTS["replay_order"],
                row.get("block_id") or _DEFAULTS["block_id"],
-               row.get("timing") or _DEFAULTS["timing"])
+               row.get("timing") or _DEFAULTS["timing"],
+               row.get("category") or _DEFAULTS["category"])
         groups[key].append(row)
     out = Path(out_dir)
     try:
@@ -140,12 +144,13 @@ def plot_sweep(csv_path: str | os.PathLike, out_dir: str | os.PathLike, *,
         key = (row["trace"], row["cost_model"], row.get("pin") or _DEFAULTS["pin"],
                row.get("replay_order") or _DEFAULTS["replay_order"],
                row.get("block_id") or _DEFAULTS["block_id"],
-               row.get("timing") or _DEFAULTS["timing"], algo, f"{medium} {tier_policy}")
+               row.get("timing") or _DEFAULTS["timing"],
+               row.get("category") or _DEFAULTS["category"], algo, f"{medium} {tier_policy}")
         tier_groups[key].append(row)
     for key in sorted(tier_groups):
-        title, name = _group_title(key[:6])
-        title = f"{title}\n{key[6]} with a {key[7]} tier"
-        name = name[:-len(".png")] + f"__{_slug(key[6])}__tier-{_slug(key[7])}.png"
+        title, name = _group_title(key[:7])
+        title = f"{title}\n{key[7]} with a {key[8]} tier"
+        name = name[:-len(".png")] + f"__{_slug(key[7])}__tier-{_slug(key[8])}.png"
         paths.append(_plot_tier_group(tier_groups[key], out / name, title, dpi))
     return paths
 

@@ -35,7 +35,7 @@ _TMP_PREFIX = TMP_PREFIX
 #: CSV columns taken from the cell itself, first in every row.  ``trace`` is the trace's file
 #: name (as in RESULT lines), ``trace_path`` the absolute path the cell read.
 CELL_COLUMNS = ["trace", "algo", "params", "cache_size", "cost_model", "pin", "replay_order",
-                "block_id", "timing", "trace_path"]
+                "block_id", "timing", "category", "trace_path"]
 
 # NOTE: split before every ' key=' so a value may hold spaces (a trace file name), but not ' word='.
 _FIELD_SPLIT = re.compile(r"\s+(?=[A-Za-z_][A-Za-z0-9_]*=)")
@@ -160,6 +160,7 @@ class SweepDir:
                     "replay_order": cell.replay_order,
                     "block_id": cell.block_id,
                     "timing": cell.timing,
+                    "category": cell.category,
                     "trace_path": cell.trace,
                 }
                 for k, v in res.items():
@@ -269,7 +270,7 @@ def bad_number(row: dict[str, str]) -> str | None:
 def _bad_cell_field(cell: Cell) -> str | None:
     """What is wrong with the types or values of a cell read back from its key, or None."""
     for name in ("trace", "algo", "cost_model", "params", "replay_order", "block_id", "timing",
-                 "tier", "kv_bytes"):
+                 "tier", "kv_bytes", "category"):
         if type(getattr(cell, name)) is not str:
             return f"{name} is {getattr(cell, name)!r}; expected a string"
     for name in ("pin", "allow_truncated"):
