@@ -123,25 +123,6 @@ cdef class GDSF(Policy):
         heap[i] = e
         self.pos[e.slot] = <int32_t>i
 
-    cdef HeapEnt _pop(self) noexcept nogil:
-        cdef HeapEnt top = self.heap[0]
-        self.n_heap -= 1
-        if self.n_heap > 0:
-            self._down(0, self.heap[self.n_heap])
-        self.pos[top.slot] = -1
-        return top
-
-    cdef void _delete(self, int64_t slot) noexcept nogil:
-        cdef int64_t i = self.pos[slot]
-        cdef HeapEnt last
-        self.n_heap -= 1
-        if i != self.n_heap:
-            last = self.heap[self.n_heap]
-            self._down(i, last)
-            i = self.pos[last.slot]
-            self._up(i, self.heap[i])
-        self.pos[slot] = -1
-
     cdef void _renumber(self) noexcept nogil:
         """Give the live entries the stamps ``0 .. n-1`` in their current stamp order (so every
         comparison stays the same) and restart the clock at ``n``.  ``pos`` serves as the
@@ -185,43 +166,12 @@ cdef class GDSF(Policy):
         self.clock = n
         self.n_renumber += 1
 
-    cdef uint32_t _next_stamp(self) noexcept nogil:
-        if self.clock >= self.stamp_limit:
-            self._renumber()
-        self.clock += 1
-        return <uint32_t>self.clock
-
-    cdef double _weight(self, const Access* acc) noexcept nogil:
-        if self.cost_aware:
-            return <double>(acc.cost if acc.cost > 1 else 1)
-        return 1.0e6
-
-    cdef void _place(self, int64_t slot, double pri) noexcept nogil:
-        """Give the resident ``slot`` the priority ``pri`` and a new stamp (an access)."""
-        cdef int64_t i
-        cdef HeapEnt e
-        e.stamp = self._next_stamp()
-        e.pri = pri
-        e.slot = <int32_t>slot
-        # NOTE: without cost-aware the key only grows (L never falls), so only _down moves it.
-        self._down(self.pos[slot], e)
-        i = self.pos[slot]
-        self._up(i, self.heap[i])
-
     cdef void hit(self, int64_t slot, const Access* acc) noexcept nogil:
         self.freq[slot] += 1
         self._place(slot, self.L + <double>self.freq[slot] * self._weight(acc))
 
     cdef int64_t insert(self, const Access* acc) noexcept nogil:
-        cdef int64_t slot = self._take_slot(acc.block_id)
-        cdef HeapEnt e
-        self.freq[slot] = 1
-        e.stamp = self._next_stamp()
-        e.pri = self.L + self._weight(acc)
-        e.slot = <int32_t>slot
-        self.n_heap += 1
-        self._up(self.n_heap - 1, e)
-        return slot
+        return self._add(acc.block_id, self.L + self._weight(acc))
 
     cdef int64_t _min_unpinned(self) noexcept nogil:
         """Heap index of the lowest unpinned entry, the root being pinned; -1 if none.

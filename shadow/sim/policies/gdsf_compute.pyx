@@ -48,12 +48,9 @@ cdef class GDSFCompute(GDSF):
     def __dealloc__(self):
         free(self.cost)
 
-    cdef double _weight(self, const Access* acc) noexcept nogil:
-        # NOTE: only insert reads it (hit is overridden): the inserting access's cost, no clamp.
-        return <double>acc.cost
-
     cdef int64_t insert(self, const Access* acc) noexcept nogil:
-        cdef int64_t slot = GDSF.insert(self, acc)
+        # NOTE: the inserting access's cost, no clamp (the fork: ``L + req->cost``).
+        cdef int64_t slot = self._add(acc.block_id, self.L + <double>acc.cost)
         self.cost[slot] = acc.cost
         return slot
 
