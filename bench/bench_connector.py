@@ -62,7 +62,7 @@ def _shadow_ktc(extra: dict):
 
 
 # ---------------------------------------------------------------------------------------------
-def bench_hooks(n_per_size: int) -> dict:
+def bench_hooks(n_per_size: int, extra: dict | None = None) -> dict:
     from vllm import SamplingParams
     from vllm.v1.core.sched.output import SchedulerOutput
     from vllm.v1.request import Request
@@ -70,12 +70,15 @@ def bench_hooks(n_per_size: int) -> dict:
     from shadow.connector.connector import INSTANCES
 
     out: dict = {}
-    with inprocess_llm(tiny_model_path(), kv_transfer_config=_shadow_ktc({"engine_id": "bench"}),
+    # NOTE: ``extra`` adds connector keys (e.g. tiers, docs/performance.md "Connector")
+    with inprocess_llm(tiny_model_path(),
+                       kv_transfer_config=_shadow_ktc({**(extra or {}), "engine_id": "bench"}),
                        num_gpu_blocks_override=4096, max_model_len=2048) as llm:
         core = llm.llm_engine.engine_core.engine_core
         hasher = core.request_block_hasher
         conn = [c for c in INSTANCES if c.cfg.engine_id == "bench"][0]
         out["caches"] = len(conn.cache_keys)
+        out["extra"] = extra or {}
         sp = SamplingParams(max_tokens=1)
         for n_blocks in (8, 64, 512):
             for mode in ("drained", "back_to_back"):
@@ -449,6 +452,10 @@ def main() -> None:
     ap.add_argument("--on-extra", default="{}", metavar="JSON",
                     help="engine bench: kv_connector_extra_config entries for the 'on' engine "
                          "(e.g. '{\"worker_nice\": 0}')")
+    ap.add_argument("--hooks-extra", default="{}", metavar="JSON",
+                    help="hooks bench: kv_connector_extra_config entries (e.g. "
+                         "'{\"tiers\": \"cpu:64MiB,256MiB:lru\"}'); the result goes to the key "
+                         "hooks+extra when given")
     a = ap.parse_args()
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     if a.engine_server:
@@ -462,7 +469,8 @@ def main() -> None:
     if "worker" in only:
         res["worker"] = bench_worker(1000 if a.quick else 4000)
     if "hooks" in only:
-        res["hooks"] = bench_hooks(100 if a.quick else 400)
+        hx = json.loads(a.hooks_extra)
+        res["hooks+extra" if hx else "hooks"] = bench_hooks(100 if a.quick else 400, hx)
     if "concurrency" in only:
         res["concurrency"] = [bench_concurrency(b) for b in (1, 4, 8)]
     if "engine" in only:
