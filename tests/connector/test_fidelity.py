@@ -138,6 +138,28 @@ def test_shadow_vllm_policy_reproduces_engine_hits(tmp_path):
     assert (r.n_req, r.n_req_skipped, r.n_unexpected_eviction) == (len(engine_hits), 0, 0)
     assert r.n_prefix_hits * BLOCK_SIZE == sum(engine_hits)
 
+    # The tier behind every cache, the engine-capacity vllm pool's included (one request at a
+    # time, offline --timing recorded serves vllm as the pool did), equals offline
+    # `simulate --timing recorded --tier` of the recording.
+    from shadow.connector.metrics import split_tier_key
+    from shadow.connector.worker import TIER_FIELDS
+
+    r = subprocess.run([sys.executable, "-m", "shadow", "simulate", "-t", str(joined),
+                        "-a", "vllm,lru", "-c", ",".join(map(str, conn.cfg.capacities)),
+                        "--timing", "recorded", "--tier", "cpu:16blk:arc",
+                        "--bytes-per-block", str(conn.cfg.bytes_per_block)],
+                       cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    offline_tiers = {}
+    for line in r.stdout.splitlines():
+        if line.startswith("RESULT "):
+            kv = dict(x.split("=", 1) for x in line.split()[1:])
+            offline_tiers[(kv["algo"], kv["cache_size"])] = [float(kv[f"tier_{f}"])
+                                                             for f in TIER_FIELDS]
+    live_tiers = {split_tier_key(k)[:2]: row for k, row in payload[P.TIERS].items()}
+    assert len(live_tiers) == 6 and live_tiers == offline_tiers
+    assert live_tiers[("vllm", str(cap))][0] > 0      # the tier served what the engine missed
+
 
 def replay_like_vllm(path: str, capacity: int) -> list[int]:
     """Replay a recording with the simulator's live API, matching as vLLM does.
