@@ -52,6 +52,8 @@ def _list_algos_lines() -> list[str]:
     registry.POLICIES order), each with its pin behaviour and default parameters; then the
     libCacheSim policies left out and why."""
     by_family: dict[str, list[str]] = {f: [] for f in FAMILIES}
+    # NOTE: the name column fits the longest name (and the excluded ones) plus two spaces
+    width = max(len(n) for n in [*POLICIES, *EXCLUDED]) + 2
     for name in POLICIES:
         if not is_built(name):
             by_family.setdefault("not built yet", []).append(f"  {name}")
@@ -61,14 +63,15 @@ def _list_algos_lines() -> list[str]:
         if spec.needs_future:
             notes.append("needs the future")
         extra = f" [{spec.defaults}]" if spec.defaults else ""
-        by_family[spec.family].append(f"  {name:<30s}{spec.description} ({', '.join(notes)}){extra}")
+        by_family[spec.family].append(f"  {name:<{width}s}{spec.description} "
+                                      f"({', '.join(notes)}){extra}")
     lines = []
     for family, entries in by_family.items():
         if entries:
             lines.append(f"{family}:")
             lines.extend(entries)
     lines.append("excluded:")
-    lines.extend(f"  {name:<30s}{why}" for name, why in EXCLUDED.items())
+    lines.extend(f"  {name:<{width}s}{why}" for name, why in EXCLUDED.items())
     return lines
 
 
