@@ -82,6 +82,18 @@ def _size_label(n: int) -> str:
     return str(n)
 
 
+def _policy_notes(sim, method: str, *args) -> list[str]:
+    """The distinct lines the caches' policies give from ``method`` (if they have it), in cache
+    order: one warning per fallback, however many sizes run."""
+    out: list[str] = []
+    for run in sim.runs:
+        notes = getattr(run.policy, method, None)
+        for line in notes(*args) if notes is not None else ():
+            if line not in out:
+                out.append(line)
+    return out
+
+
 def format_table(results, sizes: list[int], algos: list[str], cost_uniform: bool) -> str:
     """A readable policies x sizes table of hit ratios (and compute saving if costs differ)."""
     by = {(r.spec.policy, r.spec.capacity): r for r in results}
@@ -267,6 +279,10 @@ def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_or
                         trace_name=trace if trace is not None else Path(path).name,
                         block_id=block_id, lookup=lookup, block_size_tokens=h.block_size_tokens,
                         threads=threads, category=category)
+        # NOTE: a policy that a setting defeats says so before the run (asym_cache under a
+        # uniform cost); what the trace lacked (times, categories) it says after it
+        for line in _policy_notes(sim, "setup_notes", cost.name):
+            log.warning("%s", line)
         kind = "jsonl" if type(tr).__name__ == "JsonlTrace" else "lcp"
         click.echo(f"trace {path}: {h.n_requests} requests, {h.n_block_accesses} block accesses, "
                    f"format {kind}, block-id {block_id}")
@@ -307,6 +323,8 @@ def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_or
     if output:
         _append_atomically(output, [line for r in results if not r.error
                                     for line in result_lines(r, tier_results)])
+    for line in _policy_notes(sim, "trace_notes"):
+        log.warning("%s", line)
     for r in results:
         if r.n_unexpected_eviction:
             log.warning("%s cache %d: %d unexpected evictions: this run is not trustworthy",

@@ -103,3 +103,60 @@ def hit_ratios(policy: str, sizes, trace: list[list[int]], params: str = "",
     for b in batches_of(trace, size=batch):
         sim.feed(b)
     return {r.spec.capacity: r.n_hits / r.n_blocks for r in sim.results()}
+
+
+def session_trace(rng: np.random.Generator, n_req: int, n_types: int = 3, max_len: int = 20,
+                  p_new: float = 0.3, p_same_time: float = 0.15) -> tuple[list[list[int]], np.ndarray]:
+    """A random multi-turn trace with its lcp records (``RECORD_DTYPE``): (requests, records).
+
+    Each request belongs to a session of one request type (``type_id`` 0 .. n_types-1, 0 being
+    untyped) and turn (1 first); a session's turn is its previous prompt plus 1-4 new blocks, its
+    first turn its type's system prompt (2-4 blocks shared by the type) plus new blocks; a session
+    ends once its prompt passes ``max_len`` blocks or by chance.  Arrival seconds increase by an
+    exponential gap whose mean depends on the type (1, 4, 16 s ...; some requests share their
+    predecessor's second exactly), so a workload policy's categories and clocks both matter.
+    ``session_next_req`` is the 1-based index of the session's next request (-1 for its last).
+    """
+    from shadow.trace.format import RECORD_DTYPE
+
+    raw: list[list[int]] = []
+    meta: list[tuple[float, int, int, int]] = []          # (seconds, type, turn, session)
+    active: list[list] = []                               # [session, type, turn, prompt]
+    n_sessions, fresh, t = 0, 1_000_000, 100.0
+    system = {k: [k * 1000 + j for j in range(2 + k % 3)] for k in range(n_types)}
+    for _ in range(n_req):
+        if not active or rng.random() < p_new:
+            k = int(rng.integers(0, n_types))
+            s = [n_sessions, k, 0, list(system[k])]
+            n_sessions += 1
+            active.append(s)
+        else:
+            s = active[int(rng.integers(0, len(active)))]
+        s[2] += 1
+        for _ in range(int(rng.integers(1, 5))):
+            s[3].append(fresh)
+            fresh += 1
+        if rng.random() >= p_same_time:
+            t += float(rng.exponential(4.0 ** s[1]))
+        raw.append(list(s[3]))
+        meta.append((t, s[1], s[2], s[0]))
+        if len(s[3]) > max_len or rng.random() < 0.15:
+            active.remove(s)
+    requests = intern_prefix(raw)
+    rec = np.zeros(n_req, dtype=RECORD_DTYPE)
+    for f in ("chat_id", "parent_chat_id"):
+        rec[f] = -1
+    rec["start_time_us"] = [round(m[0] * 1e6) for m in meta]
+    rec["complete_time_us"] = rec["start_time_us"] + 500_000
+    rec["type_id"] = [m[1] for m in meta]
+    rec["turn"] = [m[2] for m in meta]
+    rec["session_id"] = [m[3] for m in meta]
+    nxt, last = np.full(n_req, -1, dtype=np.int64), {}
+    for i in range(n_req - 1, -1, -1):
+        nxt[i] = last.get(meta[i][3], -1)
+        last[meta[i][3]] = i + 1
+    rec["session_next_req"] = nxt
+    rec["n_blocks"] = [len(r) for r in requests]
+    rec["input_length"] = [16 * len(r) for r in requests]
+    rec["output_length"] = 1
+    return requests, rec

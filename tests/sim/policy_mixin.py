@@ -30,13 +30,20 @@ raw_traces = st.lists(st.lists(st.integers(1, 25), min_size=1, max_size=8), min_
 
 
 def run_both(name: str, params: str, capacity: int, trace: list[list[int]], *, pin: bool,
-             replay_order: str = "deepest-first", cost_model: str = "position"):
-    """Per-request (hits, prefix hits) and final counters from the Cython and the reference loop."""
+             replay_order: str = "deepest-first", cost_model: str = "position",
+             records: np.ndarray | None = None, category: str = "type+first-turn"):
+    """Per-request (hits, prefix hits) and final counters from the Cython and the reference loop.
+
+    With ``records`` (lcp ``RECORD_DTYPE``, one per request: ``_traces.session_trace``) both loops
+    get each request's arrival seconds, ``category`` fold, session and next request."""
     from shadow.sim import CacheSpec, Simulator
+    from shadow.sim.category import request_info
+    from shadow.sim.livewire import INFO_CATEGORY, INFO_SESSION, INFO_SESSION_NEXT
 
     nxt = next_access(trace)
+    info = request_info(records, category) if records is not None else None
     sim = Simulator([CacheSpec(name, capacity, params)], pin=pin, replay_order=replay_order,
-                    cost_model=cost_model)
+                    cost_model=cost_model, category=category)
     ref = RefCache(make_reference(name, capacity, params), capacity, pin=pin,
                    replay_order=replay_order, cost_model=cost_model)
     run = sim.runs[0]
@@ -44,10 +51,18 @@ def run_both(name: str, params: str, capacity: int, trace: list[list[int]], *, p
     vt = 1
     for i, req in enumerate(trace):
         h0, p0, s0 = run.n_hits, run.n_prefix_hits, run.n_req_skipped
-        sim.feed(Batch.from_lists([req], next_access=[nxt[i]], first_request=i, first_vtime=vt))
+        rec = records[i:i + 1] if records is not None else None
+        sim.feed(Batch.from_lists([req], next_access=[nxt[i]], records=rec, first_request=i,
+                                  first_vtime=vt))
         vt += len(req)
         got.append((run.n_hits - h0, run.n_prefix_hits - p0, run.n_req_skipped - s0))
-        r = ref.serve(req, nxt[i])
+        if info is None:
+            r = ref.serve(req, nxt[i])
+        else:
+            r = ref.serve(req, nxt[i], timestamp_s=float(records["start_time_us"][i]) / 1e6,
+                          category=int(info[i, INFO_CATEGORY]),
+                          session_id=int(info[i, INFO_SESSION]),
+                          session_next_req=int(info[i, INFO_SESSION_NEXT]))
         want.append((r.n_hits, r.n_prefix_hits, int(r.status == "skipped")))
     res = sim.results()[0]
     assert res.error is None, res.error
