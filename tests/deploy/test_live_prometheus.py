@@ -118,6 +118,7 @@ def test_dashboard_and_rules_on_a_live_engine(tmp_path: Path) -> None:
             exported = {name for name, _ in exposed} | prom.metric_names()
             check_metric_names(exported)
             check_no_double_counting(prom, sent)
+            check_tiers_on_both_routes(prom)
             no_data = check_rules(prom) + check_dashboard(prom)
             assert not no_data, "\n".join(no_data)
             check_fidelity(prom)
@@ -148,6 +149,18 @@ def check_no_double_counting(prom: PrometheusServer, sent: int) -> None:
     assert float(per_engine[0]["value"][1]) == sent
     both = prom.query("sum by (deployment, model_name, engine) (shadow_observed_requests_total)")
     assert float(both[0]["value"][1]) == 2 * sent, "each job carries one full copy"
+
+
+def check_tiers_on_both_routes(prom: PrometheusServer) -> None:
+    """The two host tiers reach Prometheus through vLLM's /metrics (the stats path) and the own
+    endpoint alike: the same series, equal values, something stored."""
+    def equal() -> bool:
+        got: dict[str, dict[str, float]] = {}
+        for r in prom.query("shadow_tier_stored_bytes_total"):
+            got.setdefault(r["metric"]["job"], {})[r["metric"]["tier"]] = float(r["value"][1])
+        return (set(got) == {"vllm", "shadow-connector"} and len(got["vllm"]) == 2
+                and got["vllm"] == got["shadow-connector"] and min(got["vllm"].values()) > 0)
+    prom.wait_for("the tiers' stored bytes equal on both scrape jobs", equal, timeout_s=30)
 
 
 def check_rules(prom: PrometheusServer) -> list[str]:
