@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import math
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from shadow.errors import ShadowError
@@ -258,8 +258,11 @@ class OffloadTier:
         acc.record(keys)
         acc.reused.update(k for k in keys if k not in acc.inserted)
 
-    def store(self, keys: Sequence[int], acc: _RequestAccess) -> list[int] | None:
-        """``prepare_store`` + ``complete_store``: the keys stored (None: eviction failed)."""
+    def store(self, keys: Sequence[int], acc: _RequestAccess,
+              also_protected: Collection[int] = ()) -> list[int] | None:
+        """``prepare_store`` + ``complete_store``: the keys stored (None: eviction failed).
+        Eviction passes over the offered keys and ``also_protected`` (chunks whose transfer is
+        in flight: vLLM's non-evictable ``ref_cnt != 0``)."""
         if self.counts is not None:
             self._count_offers(keys)
         new = [k for k in keys if k not in self.policy]
@@ -279,7 +282,7 @@ class OffloadTier:
             return []
         need = len(new) - (self.n_chunks - len(self.policy))
         if need > 0:
-            gone = self.policy.evict(need, set(keys))
+            gone = self.policy.evict(need, set(keys).union(also_protected))
             if gone is None:
                 self.n_store_failed += 1
                 return None
@@ -306,6 +309,27 @@ class TierOutcome:
     stored_chunks: int
 
 
+def _lookup_window(block_ids: Sequence[int], prompt_tokens: int, gpu_hit_blocks: int,
+                   block_tokens: int, k: int) -> tuple[list[int], tuple[int, int, int] | None]:
+    """A request's chunk keys and the chunks its lookup scans: ``(start, end, max hit
+    tokens)``, or None when the tier could add less than one chunk beyond the GPU hit."""
+    chunk_tokens = block_tokens * k
+    n_keys = min(prompt_tokens // block_tokens, len(block_ids)) // k
+    keys = [block_ids[(i + 1) * k - 1] for i in range(n_keys)]
+    local = gpu_hit_blocks * block_tokens
+    max_hit = min(prompt_tokens, n_keys * chunk_tokens)
+    if max_hit - local < chunk_tokens:
+        return keys, None
+    return keys, (local // chunk_tokens, min(-(-max_hit // chunk_tokens), n_keys), max_hit)
+
+
+def _hit_tokens(max_hit: int, start: int, n: int, local: int, chunk_tokens: int) -> int:
+    """Tokens a lookup of ``n`` consecutive chunks from chunk ``start`` adds to a GPU hit of
+    ``local`` tokens (0 unless at least one whole chunk)."""
+    top = min(max_hit, chunk_tokens * (start + n))
+    return top - local if top - local >= chunk_tokens else 0
+
+
 def serve_request(tier: OffloadTier, block_ids: Sequence[int], prompt_tokens: int,
                   gpu_hit_blocks: int, block_tokens: int, blocks_per_chunk: int) -> TierOutcome:
     """One request through ``tier`` after the engine's GPU prefix hit of ``gpu_hit_blocks``
@@ -313,23 +337,19 @@ def serve_request(tier: OffloadTier, block_ids: Sequence[int], prompt_tokens: in
     blocks)."""
     k = blocks_per_chunk
     chunk_tokens = block_tokens * k
-    n_keys = min(prompt_tokens // block_tokens, len(block_ids)) // k
-    keys = [block_ids[(i + 1) * k - 1] for i in range(n_keys)]
+    keys, window = _lookup_window(block_ids, prompt_tokens, gpu_hit_blocks, block_tokens, k)
+    n_keys = len(keys)
     acc = _RequestAccess()
     local = gpu_hit_blocks * block_tokens
     hit = 0
-    max_hit = min(prompt_tokens, n_keys * chunk_tokens)
-    if max_hit - local >= chunk_tokens:
-        start = local // chunk_tokens
-        end = min(-(-max_hit // chunk_tokens), n_keys)
+    if window is not None:
+        start, end, max_hit = window
         n = 0
         for key in keys[start:end]:
             if not tier.holds(key):
                 break
             n += 1
-        top = min(max_hit, chunk_tokens * (start + n))
-        if top - local >= chunk_tokens:
-            hit = top - local
+        hit = _hit_tokens(max_hit, start, n, local, chunk_tokens)
     next_stored = 0
     loaded = 0
     if hit:
@@ -345,6 +365,186 @@ def serve_request(tier: OffloadTier, block_ids: Sequence[int], prompt_tokens: in
         stored = len(got) if got else 0
     tier.finish(acc)
     return TierOutcome(hit, loaded, stored)
+
+
+# --- a chain: a host tier with a disk tier behind it (vLLM's TieringOffloadingManager) --------
+
+#: A chunk lookup's answers (vLLM's ``LookupResult``): ready in the host tier; found but not yet
+#: readable (a promotion in flight, or refused for now by the store threshold: the scheduler
+#: retries next step); in no tier, or its promotion found no room; not known yet (the disk
+#: tier's asynchronous probe answers at the step's end: not counted, the scan goes on).
+LOOKUP_HIT, LOOKUP_PENDING, LOOKUP_MISS, LOOKUP_RETRY = 0, 1, 2, 3
+
+
+class TierChain:
+    """A host (``cpu``) tier with a disk tier behind it, with the decisions of vLLM 0.32's
+    ``TieringOffloadingManager`` (``vllm/v1/kv_offload/tiering/manager.py``):
+
+    * **cascade**: every chunk the host tier stores from the GPU is stored to the disk tier too
+      (``complete_store``); chunks the host tier already held are not offered again;
+    * **staged promotion**: a lookup of a chunk the host tier lacks and the disk tier holds
+      promotes it (the host tier's ``prepare_store`` of that one key, with its eviction, which
+      passes over the promotions still in flight) and answers ``HIT_PENDING``; the request's
+      lookup is retried after the transfers complete, and loads from the host tier;
+    * a promoted chunk is an insert of the request in the host tier (not a reuse) and a reuse in
+      the disk tier, and its tokens are the disk tier's hit (vLLM's ``CacheHitSource.DISK``).
+
+    Invariant: between requests no promotion is in flight (``pending`` is empty)."""
+
+    def __init__(self, cpu: OffloadTier, disk: OffloadTier) -> None:
+        self.cpu, self.disk = cpu, disk
+        self.n_promoted = self.n_promote_failed = self.n_cascaded = self.n_gave_up = 0
+        self.pending: set[int] = set()
+        self.promoted: set[int] = set()
+        self.probed: set[int] = set()
+        self.acc = _RequestAccess()
+        self.disk_acc = _RequestAccess()
+        self.position: dict[int, int] = {}
+        self.cascaded = 0
+
+    @property
+    def retry_slack(self) -> int:
+        """Scans a lookup may take beyond three per chunk before it gives up: the store
+        threshold (each scan offers a promotion once more)."""
+        return self.cpu.store_threshold
+
+    def begin(self, keys: Sequence[int]) -> None:
+        """A new request (``on_new_request``) with its chunk keys in prefix order."""
+        self.acc, self.disk_acc = _RequestAccess(), _RequestAccess()
+        self.promoted = set()
+        self.probed = set()
+        self.position = {key: i for i, key in enumerate(keys)}
+
+    def lookup(self, key: int) -> int:
+        """One chunk's lookup: host tier first, then the disk tier (promoting what it holds)."""
+        if self.cpu.holds(key):
+            return LOOKUP_PENDING if key in self.pending else LOOKUP_HIT
+        if key not in self.probed:
+            # NOTE: vLLM's file-system tier probes for a chunk's file on a thread and answers
+            # RETRY until the probe lands (one step); the answer is kept for the request
+            self.probed.add(key)
+            return LOOKUP_RETRY
+        if not self.disk.holds(key):
+            return LOOKUP_MISS
+        cpu = self.cpu
+        # NOTE: a promotion is the host tier's prepare_store of one key (vLLM's prepare_write),
+        # with its tracker and eviction, but it is not a store from the GPU: its counters are
+        # the chain's
+        before = cpu.n_stored, cpu.n_store_failed
+        got = cpu.store([key], self.acc, self.pending)
+        cpu.n_stored, cpu.n_store_failed = before
+        if got is None:
+            self.n_promote_failed += 1
+            return LOOKUP_MISS
+        if got:
+            self.pending.add(key)
+            self.promoted.add(key)
+            self.n_promoted += 1
+            self.disk.load([key], self.disk_acc)
+        return LOOKUP_PENDING
+
+    def step_end(self) -> None:
+        """The end of a scheduler step: the promotions in flight complete."""
+        self.pending.clear()
+
+    def source_is_disk(self, key: int) -> bool:
+        """Whether ``key``'s tokens count as the disk tier's hit (promoted for this request)."""
+        return key in self.promoted
+
+    def load(self, keys: Sequence[int]) -> None:
+        self.cpu.load(keys, self.acc)
+
+    def store(self, keys: Sequence[int]) -> list[int] | None:
+        """The host tier's store, then the cascade of what it stored to the disk tier."""
+        got = self.cpu.store(keys, self.acc)
+        self.cascaded = 0
+        if got:
+            down = self.disk.store(got, self.disk_acc)
+            self.cascaded = len(down) if down else 0
+            self.n_cascaded += self.cascaded
+        return got
+
+    def finish(self) -> None:
+        """``on_request_finished`` in both tiers, each seeing the request's chunks in prefix
+        order (vLLM sorts them by position: promotions touch chunks out of order)."""
+        for acc in (self.acc, self.disk_acc):
+            acc.keys.sort(key=self.position.__getitem__)
+        self.cpu.finish(self.acc)
+        self.disk.finish(self.disk_acc)
+
+
+@dataclass(frozen=True)
+class ChainOutcome:
+    """One request's use of a chain: tokens loaded to the GPU (all through the host tier) and
+    of them those whose chunks came from the disk tier, chunks loaded to the GPU and of them
+    the promoted ones, chunks stored from the GPU to the host tier and cascaded to disk."""
+
+    hit_tokens: int
+    disk_hit_tokens: int
+    loaded_chunks: int
+    promoted_loaded_chunks: int
+    stored_chunks: int
+    cascaded_chunks: int
+
+
+def serve_chain(chain, block_ids: Sequence[int], prompt_tokens: int, gpu_hit_blocks: int,
+                block_tokens: int, blocks_per_chunk: int) -> ChainOutcome:
+    """One request through a :class:`TierChain` (or any object with its ``begin``, ``lookup``,
+    ``step_end``, ``source_is_disk``, ``load``, ``store``, ``finish``, ``cascaded``,
+    ``retry_slack`` and ``n_gave_up``), as
+    :func:`serve_request` does for one tier, with the scheduler's lookup retried step by step
+    while any chunk answers ``HIT_PENDING`` (vLLM: ``get_num_new_matched_tokens`` returns None
+    and the request waits).  The scan gives up after ``3 * chunks + retry_slack + 4`` steps (a
+    run longer than the host tier can promote into cycles forever in vLLM) and loads
+    nothing."""
+    k = blocks_per_chunk
+    chunk_tokens = block_tokens * k
+    keys, window = _lookup_window(block_ids, prompt_tokens, gpu_hit_blocks, block_tokens, k)
+    n_keys = len(keys)
+    chain.begin(keys)
+    local = gpu_hit_blocks * block_tokens
+    hit = 0
+    if window is not None:
+        start, end, max_hit = window
+        limit = 3 * (end - start) + chain.retry_slack + 4
+        for _ in range(limit):
+            n = 0
+            deferred = False
+            for key in keys[start:end]:
+                r = chain.lookup(key)
+                if r == LOOKUP_MISS:
+                    break
+                if r == LOOKUP_RETRY:
+                    deferred = True
+                    continue
+                n += 1
+                deferred = deferred or r == LOOKUP_PENDING
+            chain.step_end()
+            if not deferred:
+                break
+        else:
+            chain.n_gave_up += 1
+            n = 0
+        hit = _hit_tokens(max_hit, start, n, local, chunk_tokens)
+    next_stored = loaded = disk_hit = promoted_loaded = 0
+    if hit:
+        n_cached = local + hit
+        first = gpu_hit_blocks // k
+        last = -(-n_cached // chunk_tokens)
+        chain.load(keys[first:last])
+        loaded = last - first
+        next_stored = last
+        for i in range(first, last):
+            if chain.source_is_disk(keys[i]):
+                promoted_loaded += 1
+                disk_hit += min(n_cached, (i + 1) * chunk_tokens) - max(local, i * chunk_tokens)
+    stored = cascaded = 0
+    if n_keys > next_stored:
+        got = chain.store(keys[next_stored:n_keys])
+        stored = len(got) if got else 0
+        cascaded = chain.cascaded if got else 0
+    chain.finish()
+    return ChainOutcome(hit, disk_hit, loaded, promoted_loaded, stored, cascaded)
 
 
 # --- configuration: --tier and the bytes of a block --------------------------------------------
@@ -502,6 +702,82 @@ def parse_tier_entry(entry: object, where: str, block_tokens: int) -> list[TierS
     opts = ",".join(f"{k}={parts[k]}" for k in TIER_DEFAULTS if k in parts)
     text = f"{parts.get('MEDIUM', 'cpu')}:{parts['SIZES']}:{parts.get('POLICY', 'lru')}"
     return parse_tier(text + (f":{opts}" if opts else ""), where)
+
+
+#: The media a chain puts behind the host tier, in order (vLLM's primary tier is host memory;
+#: its file-system secondary tier is ``disk`` here).
+CHAIN_ORDER = ("cpu", "disk")
+
+
+@dataclass(frozen=True)
+class TierChainSpec:
+    """A chain ``cpu:...>disk:...`` (``--tier``): a host tier and a disk tier behind it, one
+    size of each.  Invariant: ``first.medium == "cpu"``, ``second.medium == "disk"``, one
+    ``blocks_per_chunk``, and the disk tier has no store threshold (vLLM cascades every
+    chunk the host tier stores)."""
+
+    first: TierSpec
+    second: TierSpec
+
+    @property
+    def tiers(self) -> tuple[TierSpec, TierSpec]:
+        return (self.first, self.second)
+
+    @property
+    def label(self) -> str:
+        return f"{self.first.label}>{self.second.label}"
+
+    @property
+    def blocks_per_chunk(self) -> int:
+        return self.first.blocks_per_chunk
+
+    def n_chunks(self, bytes_per_block: int | None, where: str | None = None,
+                 bytes_from: str = "--bytes-per-block or --kv-config") -> int:
+        """The host tier's capacity in chunks; checks the disk tier's too."""
+        self.second.n_chunks(bytes_per_block, where, bytes_from)
+        return self.first.n_chunks(bytes_per_block, where, bytes_from)
+
+
+def parse_tiers(text: str, where: str | None = None) -> list[TierSpec | TierChainSpec]:
+    """``--tier``: one tier (:func:`parse_tier`) or a chain ``CPU_TIER>DISK_TIER``, each part
+    in ``--tier``'s grammar, one spec per pair of sizes (host sizes outer).  The disk part's
+    ``chunk=`` defaults to the host part's and may not differ; ``threshold=`` and
+    ``tracker=`` belong to the host tier, and a threshold of 2 or more is refused (vLLM's
+    ``TieringOffloadingSpec`` refuses ``store_threshold``).  Errors start with ``where``
+    (default ``--tier TEXT``) and name the part at fault."""
+    where = where or f"--tier {text}"
+    parts = text.split(">")
+    if len(parts) == 1:
+        return list(parse_tier(text, where))
+    if len(parts) > len(CHAIN_ORDER):
+        raise ShadowError(f"{where}: a chain has at most {len(CHAIN_ORDER)} tiers "
+                          f"({'>'.join(CHAIN_ORDER)})")
+    levels = []
+    for i, part in enumerate(parts):
+        medium = part.split(":", 1)[0].strip().lower()
+        if medium in MEDIA and medium != CHAIN_ORDER[i]:
+            if i == 0:
+                raise ShadowError(f"{where}: a chain starts with the cpu tier (vLLM's primary "
+                                  f"tier is host memory), not {medium}")
+            raise ShadowError(f"{where}: tier {i + 1} of a chain is disk, not {medium} (one "
+                              f"cpu tier, then one disk tier)")
+        levels.append(parse_tier(part, where))
+    opts = parts[1].split(":")[3] if len(parts[1].split(":")) == 4 else ""
+    given = {kv.partition("=")[0].strip().lower() for kv in opts.split(",") if kv.strip()}
+    for key in ("threshold", "tracker"):
+        if key in given:
+            raise ShadowError(f"{where}: {key}= is the cpu tier's (vLLM cascades every chunk "
+                              f"the cpu tier stores to the disk tier)")
+    if levels[0][0].store_threshold >= 2:
+        raise ShadowError(f"{where}: threshold={levels[0][0].store_threshold} in a chain (vLLM's "
+                          f"TieringOffloadingSpec refuses store_threshold)")
+    k = levels[0][0].blocks_per_chunk
+    if "chunk" in given and levels[1][0].blocks_per_chunk != k:
+        raise ShadowError(f"{where}: chunk={levels[1][0].blocks_per_chunk} on the disk tier "
+                          f"differs from the cpu tier's {k} (vLLM's tiers share one chunk)")
+    seconds = [TierSpec(s.medium, s.size_text, s.policy, s.bandwidth_gbps, k, 0,
+                        s.max_tracker_size, s.size_bytes, s.size_blocks) for s in levels[1]]
+    return [TierChainSpec(a, b) for a in levels[0] for b in seconds]
 
 
 #: Bytes per element of the KV cache dtypes vLLM names (``--kv-cache-dtype``).
