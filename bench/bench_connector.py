@@ -177,7 +177,7 @@ def _worker_requests(max_requests: int) -> list[tuple[list[bytes], int]]:
     return reqs
 
 
-def worker_round(reqs: list, batch_max: int) -> dict:
+def worker_round(reqs: list, batch_max: int, extra: dict | None = None) -> dict:
     """One fresh worker drains every request's admission and release, ``batch_max`` events per
     ``Simulator.serve_live`` call (1: one call per request per cache, the old pattern)."""
     from shadow.connector import worker as wmod
@@ -186,7 +186,8 @@ def worker_round(reqs: list, batch_max: int) -> dict:
     B = 512  # the bundled Mooncake trace's tokens per block
     # NOTE: engine capacity chosen so the 4 capacities span "thrashing" to "holds most"
     cfg = parse_extra_config({"policies": ["vllm", "lru", "s3fifo", "arc", "sieve"],
-                              "queue_size": 4 * len(reqs) + 16, "prediction_log_size": 1024},
+                              "queue_size": 4 * len(reqs) + 16, "prediction_log_size": 1024,
+                              **(extra or {})},
                              block_size=B, engine_blocks=4096)
     w = wmod.ShadowWorker(cfg, start=False)
     w.batch_max = batch_max
@@ -214,6 +215,35 @@ def worker_round(reqs: list, batch_max: int) -> dict:
             "requests_per_s": round(len(reqs) / wall),
             # same counters whatever the batching: the batched path changes no result
             "counters": hash(snap.caches)}
+
+
+def bench_worker_tiers(max_requests: int, repeats: int = 3) -> dict:
+    """Batched worker rounds without and with two offload tiers behind the engine-capacity
+    ``vllm`` cache (8k and 32k one-block chunks), alternating, on the same requests: what the
+    tier model (pure Python, on the worker thread) costs the worker's rate."""
+    from shadow.connector.worker import BATCH_MAX
+
+    reqs = _worker_requests(max_requests)
+    extra = {"tiers": "cpu:8kblk,32kblk:lru"}
+    rounds = []
+    for _ in range(repeats):
+        for x in (None, extra):
+            r = worker_round(reqs, BATCH_MAX, x)
+            r["tiers"] = bool(x)
+            print("worker-tiers", r, flush=True)
+            rounds.append(r)
+    plain = [r for r in rounds if not r["tiers"]]
+    tiered = [r for r in rounds if r["tiers"]]
+    assert len({r["counters"] for r in rounds}) == 1, "a tier changed a tier-1 counter"
+    # NOTE: the worker's CPU seconds (every thread of the process), not the wall clock: the
+    # caches serve without the GIL on the other core, the tiers in Python with it
+    best = (min(r["cpu_s"] for r in plain), min(r["cpu_s"] for r in tiered))
+    res = {"rounds": [{k: v for k, v in r.items() if k != "counters"} for r in rounds],
+           "requests": len(reqs), "tiers": extra["tiers"], "cpu_s_without": best[0],
+           "cpu_s_with": best[1], "cpu_ratio": round(best[1] / best[0], 3),
+           "tier_us_per_request": round((best[1] - best[0]) / len(reqs) * 1e6, 1)}
+    print("worker-tiers", {k: v for k, v in res.items() if k != "rounds"}, flush=True)
+    return res
 
 
 def bench_worker(max_requests: int, repeats: int = 2) -> dict:
@@ -446,7 +476,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer requests (a smoke run)")
     ap.add_argument("--only", default=None, metavar="PARTS",
-                    help="comma-separated: hooks, worker, engine, concurrency (default: all)")
+                    help="comma-separated: hooks, worker, engine, concurrency (default: all), "
+                         "worker-tiers (only when named)")
     ap.add_argument("--engine-server", choices=["on", "off"], default=None, help=argparse.SUPPRESS)
     ap.add_argument("--requests", type=int, default=60, help=argparse.SUPPRESS)
     ap.add_argument("--on-extra", default="{}", metavar="JSON",
@@ -461,13 +492,15 @@ def main() -> None:
     if a.engine_server:
         engine_server(a.engine_server, a.requests, json.loads(a.on_extra))
         return
-    parts = {"hooks", "worker", "engine", "concurrency"}
+    parts = {"hooks", "worker", "worker-tiers", "engine", "concurrency"}
     only = parts if a.only is None else set(a.only.split(","))
     if not only <= parts:
         ap.error(f"--only: unknown part(s) {','.join(sorted(only - parts))}")
     res: dict = {}
     if "worker" in only:
         res["worker"] = bench_worker(1000 if a.quick else 4000)
+    if "worker-tiers" in only and a.only is not None:
+        res["worker-tiers"] = bench_worker_tiers(1000 if a.quick else 4000)
     if "hooks" in only:
         hx = json.loads(a.hooks_extra)
         res["hooks+extra" if hx else "hooks"] = bench_hooks(100 if a.quick else 400, hx)
