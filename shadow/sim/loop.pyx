@@ -517,7 +517,12 @@ cdef int _serve(CacheRun run, AnyPolicy p, const int64_t* ids, int64_t B, const 
         ctx.timestamp_s = ts
         ctx.req_vtime = V0 + B
         ctx.vtime = V0
+        n_res = p.n_resident
         p.on_request(&ctx)
+        # NOTE: a policy may free blocks here (the session family frees what a session's turn
+        # dropped, PrefixSim's record_request): evictions, never unexpected ones (phase 3 only)
+        if p.n_resident < n_res:
+            run.n_eviction += n_res - p.n_resident
     acc.req_vtime = V0 + B
     n_ev_access = _access(run, p, ids, B, nxt, cexact, cint, n_anonymous, sorted_unique, &acc,
                           req_index)
@@ -836,6 +841,7 @@ cdef class CacheRun:
     cdef int64_t* hitidx          # positions the match phase pinned (its hits), in order
     cdef int64_t n_hitidx
     cdef int64_t* evbuf
+    cdef bint overshoot           # the policy's evict_n may return more than asked (evbuf sized so)
     cdef int64_t scratch_cap
     cdef int64_t* skeys
     cdef uint32_t* sgen
@@ -863,6 +869,7 @@ cdef class CacheRun:
         self.busy_ns = 0
         self.scratch_cap = 0
         self.holes = NULL
+        self.overshoot = bool(getattr(type(policy), "EVICT_N_OVERSHOOT", False))
         self.reserve(1024)
 
     def __dealloc__(self):
@@ -897,7 +904,11 @@ cdef class CacheRun:
         self.slots = <int64_t*>malloc(n_blocks * sizeof(int64_t))
         self.hitidx = <int64_t*>malloc(n_blocks * sizeof(int64_t))
         self.n_hitidx = 0
-        self.evbuf = <int64_t*>malloc(n_blocks * sizeof(int64_t))
+        # NOTE: a policy whose evict_n frees whole groups (the session family) may return more
+        # victims than asked, at most every resident block: its buffer has room for them all
+        self.evbuf = <int64_t*>malloc(
+            (max(n_blocks, self.policy.capacity + 1) if self.overshoot else n_blocks)
+            * sizeof(int64_t))
         self.skeys = <int64_t*>calloc(size, sizeof(int64_t))
         self.sgen = <uint32_t*>calloc(size, sizeof(uint32_t))
         self.smark = <uint8_t*>calloc(size, sizeof(uint8_t))

@@ -264,7 +264,13 @@ class RefCache:
         # 3. access; the anonymous slots keep their room (an insert into it evicts instead)
         limit = room - n_anonymous
         spills = self._spill_start()
+        if getattr(p, "READS_PINS_AT_RECORD", False):
+            p.pinned = self.pinned()
+        # NOTE: a policy may free blocks in on_request (the session family frees the blocks a
+        # session's turn dropped): evictions, not unexpected ones (loop.pyx does the same)
+        n_before = len(p)
         p.on_request(Ctx(ids, B, timestamp_s, V0 + B, V0))
+        self.n_eviction += max(0, n_before - len(p))
         order = range(B - 1, -1, -1) if self.deepest_first else range(B)
         for i in order:
             self.vtime += 1
