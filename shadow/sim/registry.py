@@ -59,6 +59,11 @@ POLICIES: dict[str, str] = {
     "partial_node_random_compute": "shadow.sim.policies.partial_node_random_compute",
     "partial_node_random_freq": "shadow.sim.policies.partial_node_random_freq",
     "partial_node_random_compute_small_queue": "shadow.sim.policies.partial_node_random_compute_small_queue",
+    "session_lru": "shadow.sim.policies.session_lru",
+    "session_s3fifo": "shadow.sim.policies.session_s3fifo",
+    "session_arc": "shadow.sim.policies.session_arc",
+    "session_belady": "shadow.sim.policies.session_belady",
+    "session_random_compute": "shadow.sim.policies.session_random_compute",
     "vllm": "shadow.sim.policies.vllm",
 }
 

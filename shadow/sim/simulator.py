@@ -85,6 +85,7 @@ class Simulator:
         self._cost_int = np.zeros(0, dtype=np.int64)
         self._ensure_costs(1024)
         self._warned_skip = [False] * len(self.runs)
+        self._trace_warned: set[str] = set()
         self._reported_fail = [False] * len(self.runs)
         self._n_live = 0
         self._no_next = np.zeros(0, dtype=np.int64)
@@ -209,6 +210,14 @@ class Simulator:
             self._groups = self._balance(len(self._groups), busy)
 
     def _report(self) -> None:
+        for run in self.runs:
+            # NOTE: a policy may say once what it makes of the trace (the session family of a
+            # trace without session ids); the same line from several caches is logged once
+            warn = getattr(run.policy, "trace_warning", None)
+            msg = warn() if warn is not None else None
+            if msg and msg not in self._trace_warned:
+                self._trace_warned.add(msg)
+                log.warning("%s", msg)
         for i, (spec, run) in enumerate(zip(self.specs, self.runs)):
             if run.first_skip_req >= 0 and not self._warned_skip[i]:
                 self._warned_skip[i] = True

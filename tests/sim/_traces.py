@@ -160,3 +160,67 @@ def session_trace(rng: np.random.Generator, n_req: int, n_types: int = 3, max_le
     rec["input_length"] = [16 * len(r) for r in requests]
     rec["output_length"] = 1
     return requests, rec
+
+
+def sliding_session_trace(rng: np.random.Generator, n_req: int, n_sessions: int = 5,
+                          n_prompts: int = 2,
+                          max_new: int = 4, p_slide: float = 0.1, p_none: float = 0.1,
+                          n_types: int = 2) -> tuple[list[list[int]], np.ndarray]:
+    """A multi-turn trace with context slides and requests of no session: ``(requests, records)``.
+
+    Each session starts from one of ``n_prompts`` shared system prompts (1-3 blocks) and each of
+    its turns extends its previous turn by 1..``max_new`` blocks (the last block of the previous
+    turn rehashed half the time, as a partial block is); with ``p_slide`` a turn drops 1-3 blocks
+    after the prompt (a context slide: a new prefix from there on).  A request without a session
+    (``session_id`` -1) has probability ``p_none``.  ``records`` (lcp ``RECORD_DTYPE``) carry
+    ``session_id``, ``session_next_req`` (1-based file-order index of the session's next request,
+    -1 none), ``turn`` and ``type_id`` (one type per session), ``start_time_us``.
+    """
+    from shadow.trace.format import RECORD_DTYPE
+
+    prompts = [[1000 * (k + 1) + j for j in range(int(rng.integers(1, 4)))] for k in range(n_prompts)]
+    paths: dict[int, list[int]] = {}
+    turns: dict[int, int] = {}
+    raw, sess, turn = [], [], []
+    fresh = 1_000_000
+    for _ in range(n_req):
+        if rng.random() < p_none:
+            s = -1
+            path = list(prompts[int(rng.integers(0, n_prompts))])
+        else:
+            s = int(rng.integers(0, n_sessions))
+            path = list(paths.get(s) or prompts[int(rng.integers(0, n_prompts))])
+            if s in paths:
+                if len(path) > 3 and rng.random() < p_slide:
+                    cut = 3 + int(rng.integers(1, 4))
+                    path = path[:1] + path[cut:]
+                elif len(path) > 1 and rng.random() < 0.5:
+                    path = path[:-1]
+        for _ in range(int(rng.integers(1, max_new + 1))):
+            fresh += 1
+            path.append(fresh)
+        if s >= 0:
+            paths[s] = path
+            turns[s] = turns.get(s, 0) + 1
+        raw.append(path)
+        sess.append(s)
+        turn.append(turns.get(s, 0) if s >= 0 else 0)
+    # NOTE: an id's meaning is its whole path from the root (as the trace layer interns), so a
+    # slid turn's blocks are new ids from the cut on
+    requests = intern_prefix(raw)
+    rec = np.zeros(n_req, dtype=RECORD_DTYPE)
+    for f in ("start_time_us", "complete_time_us", "chat_id", "parent_chat_id"):
+        rec[f] = -1
+    rec["start_time_us"] = np.arange(n_req) * 1000
+    rec["session_id"] = sess
+    rec["turn"] = turn
+    rec["type_id"] = [(s % n_types) + 1 if s >= 0 else 0 for s in sess]
+    rec["n_blocks"] = [len(r) for r in requests]
+    nxt = np.full(n_req, -1, dtype=np.int64)
+    last: dict[int, int] = {}
+    for i in range(n_req - 1, -1, -1):
+        if sess[i] >= 0:
+            nxt[i] = last.get(sess[i], -1)
+            last[sess[i]] = i + 1
+    rec["session_next_req"] = nxt
+    return requests, rec
