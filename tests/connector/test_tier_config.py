@@ -134,3 +134,34 @@ def test_the_worker_drives_a_tier_with_each_admissions_first_miss_hit():
     w._drain()
     assert dict(zip(w.tier_keys, w.snapshot.tiers))["lru|5|cpu:8blk:lru"] == (16, 400, 800, 0, 0)
     assert set(w.snapshot.tier_occupancy) == {0}
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+@pytest.mark.parametrize("tiers,words", [
+    # 32 KiB is half of one of the tiny model's 64 KiB blocks (read from the engine)
+    ("cpu:32KiB:lru", "kv_connector_extra_config.tiers[0]: 32kib is smaller than one offload chunk"),
+    ({"size": "1MiB", "chunk_tokens": 48},
+     "kv_connector_extra_config.tiers[0].chunk_tokens: 48 is not a multiple of the engine block "
+     "size (32 tokens)"),
+])
+def test_a_real_engine_refuses_a_bad_tier_at_start(tiers, words):
+    """The connector's constructor raises while the engine starts; no engine serves."""
+    from tests.vllm_support import inprocess_llm, tiny_model_path, vllm_available
+
+    if not vllm_available():
+        pytest.skip("vllm is not installed")
+    from vllm.config import KVTransferConfig
+
+    ktc = KVTransferConfig(kv_connector="ShadowConnector",
+                           kv_connector_module_path="shadow.connector", kv_role="kv_producer",
+                           kv_connector_extra_config={"tiers": tiers})
+    with pytest.raises(Exception) as e:
+        with inprocess_llm(tiny_model_path(), kv_transfer_config=ktc,
+                           num_gpu_blocks_override=28, max_model_len=512):
+            pass
+    chain, exc = [], e.value
+    while exc is not None:
+        chain.append(str(exc))
+        exc = exc.__cause__ or exc.__context__
+    assert any(words in m for m in chain), chain
