@@ -24,7 +24,7 @@ resumes after the last victim within a run of evictions); if no category has one
 ``(ReuseProb, -offset)`` over the fronts is taken, ties to the first-seen category (best effort).
 
 Memory: base 22 B/slot + category 4 + offset 4 + last access 8 + list links 8 = 46 B/slot, plus
-64 B a category.  The category table grows (doubling) when a new category arrives, in
+60 B a category.  The category table grows (doubling) when a new category arrives, in
 ``set_request_ctx``: a failed growth files the request's blocks under category slot 0 and sets
 ``nomem``.
 """
