@@ -315,10 +315,14 @@ cdef class ChunkTier:
 
     # --- one request --------------------------------------------------------------------------
 
-    cdef int64_t _store(self, const int64_t* keys, int64_t n) noexcept nogil:
+    cdef int64_t _store(self, const int64_t* keys, int64_t n, int64_t n_extra_prot=0,
+                        bint ghosts=True) noexcept nogil:
         """prepare_store + complete_store of ``keys``; the number stored (-1: eviction failed).
-        Records the offer's kept keys in the scratch."""
-        cdef int64_t i, n_new = 0, n_prot = 0, stored = 0, need, store_start = self.n_acc
+        Records the offer's kept keys in the scratch.  ``n_extra_prot``: slots the caller has
+        marked protected (transfers in flight); ``ghosts``: arc's on_store_miss here (a chain
+        does it itself, once per key and request)."""
+        cdef int64_t i, n_new = 0, n_prot = n_extra_prot, stored = 0, need
+        cdef int64_t store_start = self.n_acc
         cdef int32_t s
         cdef int32_t t
         cdef bint held, keep
@@ -342,7 +346,7 @@ cdef class ChunkTier:
                 self.acc_keys[self.n_acc] = keys[i]
                 self.acc_flags[self.n_acc] = F_REUSED if held else 0
                 self.n_acc += 1
-        if self.policy == P_ARC and n_new:
+        if self.policy == P_ARC and n_new and ghosts:
             # NOTE: on_store_miss: the offer's new keys, deepest first, before any insert
             for i in range(self.n_acc - 1, store_start - 1, -1):
                 if self.acc_flags[i] == 0:
@@ -483,6 +487,283 @@ cdef class ChunkTier:
                     for b in range(h, hi):
                         saved += PC[b]
         return tot_hit, tot_loaded, tot_stored, saved
+
+
+# flags of a chain request's chunk, by position (F_INSERTED, F_REUSED as above)
+cdef enum:
+    C_REC = 4           # recorded by the tier (seen by its on_request_finished)
+    C_MISSED = 8        # arc's on_store_miss has seen it in this request
+    C_PROBED = 16       # the disk tier's probe has landed
+    C_PROMOTED = 32     # promoted for this request (its tokens are the disk tier's)
+    C_PENDING = 64      # promotion in flight (this scan)
+
+
+cdef class ChunkChain:
+    """tier.py's TierChain compiled: the host tier ``cpu`` with the disk tier ``disk`` behind
+    it (two :class:`ChunkTier`), one request at a time with the lookup retried until nothing
+    is pending.  Chunk keys of a request are distinct (block ids of one prefix); the host tier
+    has no store threshold (vLLM's tiering refuses one)."""
+
+    cdef readonly ChunkTier cpu, disk
+    cdef readonly int64_t n_promoted, n_promote_failed, n_cascaded, n_gave_up
+    cdef int64_t* keys
+    cdef int64_t* casc
+    cdef int64_t* casc_pos
+    cdef uint8_t* cflag
+    cdef uint8_t* dflag
+    cdef int64_t cap
+
+    def __cinit__(self, ChunkTier cpu, ChunkTier disk):
+        if cpu.store_threshold >= 2 or disk.store_threshold >= 2:
+            raise ValueError("a chain's tiers take no store threshold")
+        self.cpu = cpu
+        self.disk = disk
+
+    def __dealloc__(self):
+        free(self.keys)
+        free(self.casc)
+        free(self.casc_pos)
+        free(self.cflag)
+        free(self.dflag)
+
+    def __len__(self) -> int:
+        return len(self.cpu)
+
+    cdef int _reserve(self, int64_t n) except -1:
+        """Room for a request of ``n`` chunks."""
+        self.cpu._reserve(3 * n + 8)
+        self.disk._reserve(3 * n + 8)
+        if n <= self.cap:
+            return 0
+        free(self.keys)
+        free(self.casc)
+        free(self.casc_pos)
+        free(self.cflag)
+        free(self.dflag)
+        self.cap = max(n, 2 * self.cap, 64)
+        self.keys = <int64_t*>malloc(self.cap * sizeof(int64_t))
+        self.casc = <int64_t*>malloc(self.cap * sizeof(int64_t))
+        self.casc_pos = <int64_t*>malloc(self.cap * sizeof(int64_t))
+        self.cflag = <uint8_t*>malloc(self.cap)
+        self.dflag = <uint8_t*>malloc(self.cap)
+        if not (self.keys and self.casc and self.casc_pos and self.cflag and self.dflag):
+            raise MemoryError("cannot allocate a chain's request scratch")
+        return 0
+
+    cdef bint _promote(self, int64_t i, int64_t n_pending) noexcept nogil:
+        """The host tier's prepare_store of chunk ``i`` (a promotion), its pending slots
+        protected; False if it found no room."""
+        cdef int64_t key = self.keys[i], got
+        cdef int64_t pos = i
+        if self.cpu.policy == P_ARC and not self.cflag[i] & C_MISSED:
+            self.cpu._ghost_hit(key)
+            self.cflag[i] |= C_MISSED
+        self.cpu.n_acc = 0
+        got = self.cpu._store(&self.keys[i], 1, n_pending, False)
+        _merge(self.cpu, self.cflag, self.keys, &pos)
+        if got < 0:
+            self.cpu.n_store_failed -= 1
+            self.n_promote_failed += 1
+            return False
+        self.cpu.n_stored -= got
+        self.cpu.prot[idmap_get(&self.cpu.slots, key)] = 1
+        self.cflag[i] |= C_PENDING | C_PROMOTED
+        self.n_promoted += 1
+        self.dflag[i] |= C_REC
+        if not self.dflag[i] & F_INSERTED:
+            self.dflag[i] |= F_REUSED
+        return True
+
+    cdef void _serve(self, const int64_t* ids, int64_t n_ids, int64_t prompt_tokens,
+                     int64_t gpu_hit_blocks, int64_t B, int64_t k, int64_t* out) noexcept nogil:
+        """One request (tier.serve_chain); ``out``: hit tokens, disk hit tokens, loaded
+        chunks, promoted loaded chunks, stored chunks, cascaded chunks."""
+        cdef int64_t C = B * k
+        cdef int64_t n_keys = min(prompt_tokens // B, n_ids) // k
+        cdef int64_t local = gpu_hit_blocks * B, hit = 0, max_hit, start, end, n, top, i
+        cdef int64_t scan, limit, n_pending, first, last, next_stored = 0, got, m, n_cached
+        cdef int64_t loaded = 0, promoted_loaded = 0, disk_hit = 0, stored = 0, cascaded = 0
+        cdef bint deferred
+        cdef int32_t sl
+        for i in range(n_keys):
+            self.keys[i] = ids[(i + 1) * k - 1]
+            self.cflag[i] = 0
+            self.dflag[i] = 0
+        max_hit = min(prompt_tokens, n_keys * C)
+        if max_hit - local >= C:
+            start = local // C
+            end = min((max_hit + C - 1) // C, n_keys)
+            limit = 3 * (end - start) + self.cpu.store_threshold + 4
+            n = 0
+            for scan in range(limit + 1):
+                if scan == limit:
+                    self.n_gave_up += 1
+                    n = 0
+                    break
+                n = 0
+                n_pending = 0
+                deferred = False
+                for i in range(start, end):
+                    if idmap_get(&self.cpu.slots, self.keys[i]) >= 0:
+                        if self.cflag[i] & C_PENDING:
+                            deferred = True
+                        n += 1
+                        continue
+                    if not self.cflag[i] & C_PROBED:
+                        self.cflag[i] |= C_PROBED
+                        deferred = True
+                        continue
+                    if idmap_get(&self.disk.slots, self.keys[i]) < 0:
+                        break
+                    if not self._promote(i, n_pending):
+                        break
+                    n_pending += 1
+                    deferred = True
+                    n += 1
+                # the step's end: the promotions land
+                for i in range(start, end):
+                    if self.cflag[i] & C_PENDING:
+                        self.cflag[i] &= ~C_PENDING
+                        sl = idmap_get(&self.cpu.slots, self.keys[i])
+                        self.cpu.prot[sl] = 0
+                if not deferred:
+                    break
+            top = min(max_hit, C * (start + n))
+            if top - local >= C:
+                hit = top - local
+        if hit:
+            n_cached = local + hit
+            first = gpu_hit_blocks // k
+            last = (n_cached + C - 1) // C
+            for i in range(first, last):
+                self.cflag[i] |= C_REC
+                if not self.cflag[i] & F_INSERTED:
+                    self.cflag[i] |= F_REUSED
+                if self.cflag[i] & C_PROMOTED:
+                    promoted_loaded += 1
+                    disk_hit += min(n_cached, (i + 1) * C) - max(local, i * C)
+            loaded = last - first
+            next_stored = last
+        if n_keys > next_stored:
+            if self.cpu.policy == P_ARC:
+                for i in range(n_keys - 1, next_stored - 1, -1):
+                    if idmap_get(&self.cpu.slots, self.keys[i]) < 0 and \
+                            not self.cflag[i] & C_MISSED:
+                        self.cpu._ghost_hit(self.keys[i])
+                        self.cflag[i] |= C_MISSED
+            for i in range(next_stored, n_keys):
+                self.casc_pos[i - next_stored] = i
+            self.cpu.n_acc = 0
+            got = self.cpu._store(&self.keys[next_stored], n_keys - next_stored, 0, False)
+            # the cascade: the chunks this store inserted, in offer order
+            m = 0
+            for i in range(self.cpu.n_acc):
+                if self.cpu.acc_flags[i] & F_INSERTED:
+                    self.casc[m] = self.cpu.acc_keys[i]
+                    m += 1
+            _merge(self.cpu, self.cflag, self.keys, self.casc_pos)
+            if got > 0:
+                stored = got
+                m = 0
+                for i in range(next_stored, n_keys):
+                    if self.cflag[i] & F_INSERTED and self.keys[i] == self.casc[m]:
+                        self.casc_pos[m] = i
+                        m += 1
+                        if m == got:
+                            break
+                self.disk.n_acc = 0
+                got = self.disk._store(self.casc, m)
+                _merge(self.disk, self.dflag, self.keys, self.casc_pos)
+                if got > 0:
+                    cascaded = got
+                    self.n_cascaded += got
+        _finish_tier(self.cpu, self.cflag, self.keys, n_keys)
+        _finish_tier(self.disk, self.dflag, self.keys, n_keys)
+        out[0] = hit
+        out[1] = disk_hit
+        out[2] = loaded
+        out[3] = promoted_loaded
+        out[4] = stored
+        out[5] = cascaded
+
+    def serve(self, ids, int64_t prompt_tokens, int64_t gpu_hit_blocks, int64_t B,
+              int64_t k) -> tuple:
+        """One request: (hit tokens, disk hit tokens, loaded chunks, promoted loaded chunks,
+        stored chunks, cascaded chunks), as tier.serve_chain."""
+        cdef int64_t[::1] a = _as_int64(ids)
+        cdef int64_t out[6]
+        self._reserve(a.shape[0] // k + 1)
+        self._serve(&a[0] if a.shape[0] else NULL, a.shape[0], prompt_tokens, gpu_hit_blocks,
+                    B, k, out)
+        return out[0], out[1], out[2], out[3], out[4], out[5]
+
+    def serve_all(self, ids, off, prompt_tokens, gpu_hits, order, int64_t B, int64_t k,
+                  pos_cost) -> tuple:
+        """Every request ``order`` names (skipping gpu_hits < 0): totals (hit tokens, disk
+        hit tokens, loaded chunks, promoted loaded chunks, stored chunks, cascaded chunks,
+        the summed ``pos_cost`` of the loaded blocks from host chunks, from promoted ones)."""
+        cdef int64_t[::1] I, O, P, H, R
+        I, O, P, H, R = [_as_int64(a) for a in (ids, off, prompt_tokens, gpu_hits, order)]
+        cdef double[::1] PC = _as_double(pos_cost)
+        cdef int64_t j, r, h, hi, b, q, n_pc = PC.shape[0]
+        cdef int64_t out[6]
+        cdef int64_t tot[6]
+        cdef double saved_cpu = 0.0, saved_disk = 0.0
+        cdef int64_t max_len = 0
+        for j in range(6):
+            tot[j] = 0
+        for j in range(O.shape[0] - 1):
+            max_len = max(max_len, O[j + 1] - O[j])
+        self._reserve(max_len // k + 1)
+        with nogil:
+            for j in range(R.shape[0]):
+                r = R[j]
+                h = H[r]
+                if h < 0:
+                    continue
+                self._serve(&I[O[r]] if O[r + 1] > O[r] else NULL, O[r + 1] - O[r], P[r], h,
+                            B, k, out)
+                for q in range(6):
+                    tot[q] += out[q]
+                if out[0]:
+                    hi = min(h + (out[0] + B - 1) // B, n_pc)
+                    for b in range(h, hi):
+                        if self.cflag[b // k] & C_PROMOTED:
+                            saved_disk += PC[b]
+                        else:
+                            saved_cpu += PC[b]
+        return tot[0], tot[1], tot[2], tot[3], tot[4], tot[5], saved_cpu, saved_disk
+
+
+cdef void _merge(ChunkTier t, uint8_t* flag, const int64_t* keys,
+                 const int64_t* pos) noexcept nogil:
+    """Fold what ``t``'s last store recorded (its scratch, in offer order) into a chain
+    request's ``flag`` at the offer's positions ``pos`` (a reuse only of a chunk the request
+    did not insert)."""
+    cdef int64_t j, p = 0
+    cdef uint8_t f
+    for j in range(t.n_acc):
+        while keys[pos[p]] != t.acc_keys[j]:
+            p += 1
+        f = t.acc_flags[j]
+        flag[pos[p]] |= C_REC | (f & F_INSERTED)
+        if f & F_REUSED and not flag[pos[p]] & F_INSERTED:
+            flag[pos[p]] |= F_REUSED
+        p += 1
+    t.n_acc = 0
+
+
+cdef void _finish_tier(ChunkTier t, const uint8_t* flag, const int64_t* keys,
+                       int64_t n) noexcept nogil:
+    """``t``'s on_request_finished over a chain request's recorded chunks, in prefix order."""
+    cdef int64_t i
+    t.n_acc = 0
+    for i in range(n):
+        if flag[i] & C_REC:
+            t.acc_keys[t.n_acc] = keys[i]
+            t.acc_flags[t.n_acc] = flag[i] & (F_INSERTED | F_REUSED)
+            t.n_acc += 1
+    t._finish()
 
 
 cdef inline void _share(DList* d, const DList* arrays) noexcept nogil:

@@ -288,3 +288,35 @@ def test_equals_vllm_tiering_manager_per_request(policy, tmp_path):
                 theirs.close()
             assert ours.n_gave_up == theirs.n_gave_up
     assert promoted > 500           # the streams do reach the disk tier
+
+
+# --- the compiled chain (shadow/sim/tierloop.pyx) against this reference ----------------------
+
+@pytest.mark.parametrize("cpu_policy,disk_policy", [("lru", "lru"), ("arc", "lru"),
+                                                    ("lru", "arc"), ("arc", "arc")])
+@pytest.mark.parametrize("k", [1, 2])
+def test_compiled_chain_equals_the_reference_per_request(cpu_policy, disk_policy, k):
+    from shadow.sim.tierloop import ChunkChain, ChunkTier
+    gave_up = 0
+    for name, reqs in _streams():
+        # a host tier too small for some runs (the give-up), a disk tier smaller than the host
+        # tier, and both roomy
+        for gpu_cap, n_cpu, n_disk in [(8, 3, 40), (16, 40, 8), (64, 40, 300), (256, 300, 900)]:
+            ref = _chain(n_cpu, n_disk, cpu_policy, disk_policy)
+            fast = ChunkChain(ChunkTier(n_cpu, cpu_policy), ChunkTier(n_disk, disk_policy))
+            g = Gpu(gpu_cap)
+            for i, (ids, P) in enumerate(reqs):
+                h = g.serve(ids, P, 16)
+                a = T.serve_chain(ref, ids, P, h, 16, k)
+                assert dataclasses.astuple(a) == fast.serve(ids, P, h, 16, k), \
+                    (name, gpu_cap, n_cpu, n_disk, i)
+            for ours, theirs in ((ref.cpu, fast.cpu), (ref.disk, fast.disk)):
+                assert (ours.n_stored, ours.n_evicted, ours.n_store_failed) == \
+                    (theirs.n_stored, theirs.n_evicted, theirs.n_store_failed)
+                assert len(ours.policy) == len(theirs)
+                if isinstance(ours.policy, T.ArcChunks):
+                    assert ours.policy.p == theirs.p
+            assert (ref.n_promoted, ref.n_promote_failed, ref.n_cascaded, ref.n_gave_up) == \
+                (fast.n_promoted, fast.n_promote_failed, fast.n_cascaded, fast.n_gave_up)
+            gave_up += ref.n_gave_up
+    assert gave_up > 0              # the small host tier does reach the give-up
