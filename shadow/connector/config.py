@@ -12,6 +12,7 @@ This module imports no vLLM: the connector hands it plain numbers read from vLLM
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import re
@@ -22,6 +23,8 @@ from typing import Any
 from shadow.errors import ShadowError
 from shadow.sim.category import DEFAULT_CATEGORY, check_category
 from shadow.trace.sessions import DEFAULT_SESSION_WINDOW
+
+logger = logging.getLogger(__name__)
 
 PREFIX = "kv_connector_extra_config"
 
@@ -232,19 +235,40 @@ def _policies(value: Any, known: list[str] | None,
     return tuple(out)
 
 
+def default_cost_model(model_config_json: str | None, block_size: int) -> str:
+    """The cost model without a ``cost_model`` key: the served model's architecture costs
+    (``model:CONFIG,BLOCK``, docs/sim.md "Cost models") when its ``config.json`` is at hand and
+    has what the costs need, else ``uniform`` (with one warning line saying why)."""
+    if not model_config_json:
+        return "uniform"
+    from shadow.sim.cost import parse_cost_model
+
+    spec = f"model:{model_config_json},{block_size}"
+    try:
+        parse_cost_model(spec)
+    except ShadowError as exc:
+        logger.warning("shadow connector: cost_model uniform (the served model's costs are not "
+                       "usable: %s)", exc)
+        return "uniform"
+    return spec
+
+
 def parse_extra_config(extra: dict[str, Any] | None, *, block_size: int, engine_blocks: int,
                        engine_id: str = "0", dp_rank: int = 0,
                        known_policies: list[str] | None = None,
                        check_policy: Callable[[str, str], None] | None = None,
                        check_cost_model: bool = True,
-                       bytes_per_block: int | None = None) -> ShadowConfig:
+                       bytes_per_block: int | None = None,
+                       model_config_json: str | None = None) -> ShadowConfig:
     """Validate ``kv_connector_extra_config`` against the engine's block size and block count.
 
     ``engine_blocks`` is the engine's usable KV block count (without vLLM's null block);
     default capacities are ``round(engine_blocks * f)`` for each of ``capacity_factors``, then
     ``capacities`` (absolute block counts) are added; duplicates collapse.  ``bytes_per_block``
     is the engine's KV bytes per block (None: unknown), which the ``bytes_per_block`` key
-    overrides; tier sizes in bytes need one of them.
+    overrides; tier sizes in bytes need one of them.  ``model_config_json`` is the served
+    model's ``config.json`` when it is a local file: without a ``cost_model`` key the caches then
+    use that model's architecture costs (``model:CONFIG,BLOCK``), else ``uniform``.
     """
     if extra is not None and not isinstance(extra, Mapping):
         raise ShadowError(f"{PREFIX}: expected a mapping of keys to values, got "
@@ -296,7 +320,10 @@ def parse_extra_config(extra: dict[str, Any] | None, *, block_size: int, engine_
         raise _err("capacities", "no capacity left: capacity_factors and capacities are both "
                    "empty")
 
-    cost_model = str(extra.get("cost_model", "uniform"))
+    if "cost_model" in extra:
+        cost_model = str(extra["cost_model"])
+    else:
+        cost_model = default_cost_model(model_config_json, block_size)
     if check_cost_model:
         from shadow.sim.cost import parse_cost_model
 

@@ -33,6 +33,7 @@ constructor, i.e. at start-up.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import weakref
@@ -172,10 +173,10 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
                                   f"{self.cfg.metrics_host}:{port}: {exc.strerror}") from None
         INSTANCES.add(self)
         logger.info("shadow connector: %d shadow caches (%s x capacities %s blocks of %d tokens), "
-                    "engine capacity %d blocks, recording %s, metrics endpoint %s",
+                    "engine capacity %d blocks, cost model %s, recording %s, metrics endpoint %s",
                     len(self.cfg.caches), ",".join(p.label for p in self.cfg.policies),
                     ",".join(map(str, self.cfg.capacities)), self.block_size,
-                    self.cfg.engine_blocks, self.cfg.record_dir or "off",
+                    self.cfg.engine_blocks, self.cfg.cost_model, self.cfg.record_dir or "off",
                     self.metrics_address or "off")
         if self.cfg.tiers:
             logger.info("shadow connector: offload tiers %s behind %d cache(s) (%s), %s bytes per "
@@ -202,7 +203,25 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
         # segment names unstable; the recording's engine name comes from extra_config.engine_id.
         return parse_extra_config(extra, block_size=int(block_size), engine_blocks=engine_blocks,
                                   engine_id="0", dp_rank=dp_rank,
-                                  bytes_per_block=kv_bytes_per_block(kv_cache_config))
+                                  bytes_per_block=kv_bytes_per_block(kv_cache_config),
+                                  model_config_json=ShadowConnector._model_config_json(vllm_config))
+
+    @staticmethod
+    def _model_config_json(vllm_config: "VllmConfig") -> str | None:
+        """The served model's ``config.json`` when it is a local file (a model directory, or a
+        Hub model already in the local Hugging Face cache), else None."""
+        mc = vllm_config.model_config
+        model = str(getattr(mc, "model", "") or "")
+        path = os.path.join(model, "config.json")
+        if model and os.path.isfile(path):
+            return path
+        try:
+            from huggingface_hub import try_to_load_from_cache
+            hit = try_to_load_from_cache(model, "config.json",
+                                         revision=getattr(mc, "revision", None))
+        except Exception:    # NOTE: no hub package, a name that is no repo id: no costs, no error
+            return None
+        return hit if isinstance(hit, str) and os.path.isfile(hit) else None
 
     @staticmethod
     def _model_name(vllm_config: "VllmConfig") -> str:

@@ -127,7 +127,7 @@ class Recorder:
             rec = {"start_time_us": round(t_start_s * 1e6),
                    "complete_time_us": round(t_done_s * 1e6),
                    "n_blocks": len(block_ids), "input_length": int(input_length),
-                   "output_length": int(output_length)}
+                   "output_length": int(output_length), "type_id": int(type_id)}
             if self.sessions is not None:
                 rec.update(zip(INFERRED_FIELDS, self.sessions.infer(
                     block_ids, int(input_length), int(output_length))))

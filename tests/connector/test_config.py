@@ -3,6 +3,8 @@ line naming the key for every bad value (raised at start-up, never in the servin
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from shadow.connector.config import (DEFAULT_CAPACITY_FACTORS, PolicySpec, parse_extra_config)
@@ -131,3 +133,22 @@ def test_params_as_a_mapping():
     cfg = parse_extra_config({"policies": [{"name": "s3fifo", "params": {"small-size-ratio": 0.2}}]},
                              block_size=32, engine_blocks=100, engine_id="0", dp_rank=0)
     assert cfg.policies == (PolicySpec("s3fifo", "small-size-ratio=0.2"),)
+
+
+def test_cost_model_defaults_to_the_served_models_config(tmp_path, caplog):
+    """Without a cost_model key the caches cost blocks by the served model's config.json
+    (model:CONFIG,BLOCK) when it is at hand; the key overrides it; a config the costs cannot use
+    falls back to uniform with one warning line."""
+    cfg_json = tmp_path / "config.json"
+    cfg_json.write_text(json.dumps({"hidden_size": 64, "num_hidden_layers": 2,
+                                    "num_attention_heads": 4, "intermediate_size": 128}))
+    assert parse(None, model_config_json=str(cfg_json)).cost_model == f"model:{cfg_json},32"
+    assert parse({"cost_model": "uniform"}, model_config_json=str(cfg_json)).cost_model == \
+        "uniform"
+    assert parse({"cost_model": "position"}).cost_model == "position"
+    assert parse(None).cost_model == "uniform"
+    cfg_json.write_text(json.dumps({"num_hidden_layers": 2}))
+    with caplog.at_level("WARNING", logger="shadow.connector.config"):
+        assert parse(None, model_config_json=str(cfg_json)).cost_model == "uniform"
+    (rec,) = [r for r in caplog.records if "cost_model uniform" in r.getMessage()]
+    assert "'hidden_size'" in rec.getMessage() and "\n" not in rec.getMessage()

@@ -114,10 +114,10 @@ def join_recording(rec_dir: Path, out: Path) -> Path:
     return out
 
 
-def serve_recorded(path: Path, keys: list[str], batches=None):
+def serve_recorded(path: Path, keys: list[str], batches=None, cost_model: str = "uniform"):
     """``--timing recorded`` of ``path`` (or of ``batches``, its batches changed) in every cache
-    ``keys`` names: (results, per-request first-miss hit tokens per cache, start times), the
-    requests in file order."""
+    ``keys`` names, under ``cost_model``: (results, per-request first-miss hit tokens per cache,
+    start times), the requests in file order."""
     from shadow.sim import CacheSpec, Simulator
     from shadow.sim.timing import run_trace_recorded
     from shadow.trace import open_trace
@@ -128,7 +128,7 @@ def serve_recorded(path: Path, keys: list[str], batches=None):
         if batches is None:
             batches = list(tr)
     start = np.concatenate([bt.records["start_time_us"] for bt in batches])
-    sim = Simulator(specs, lookup="vllm", block_size_tokens=b, verify=True)
+    sim = Simulator(specs, cost_model=cost_model, lookup="vllm", block_size_tokens=b, verify=True)
     hits = np.zeros((len(start), len(specs)), dtype=np.int64)
     run_trace_recorded(sim, batches, str(path), b, prefix_hits=hits)
     return sim.results(), np.where(hits >= 0, hits * b, -1), start
@@ -154,7 +154,10 @@ def test_recorded_timing_gives_every_live_cache_its_counters(recorded_run):
     live, joined = recorded_run
     assert live["cfg"].tiers and live["payload"]["t"]      # with tiers configured
     keys = live["keys"]
-    results, hits, start = serve_recorded(joined, keys)
+    # NOTE: the live caches cost blocks by the served model's config.json (the connector's
+    # default), so the offline run takes the same cost model
+    assert live["cfg"].cost_model.startswith("model:")
+    results, hits, start = serve_recorded(joined, keys, cost_model=live["cfg"].cost_model)
     sim_keys = [k for k in keys if not k.startswith("vllm|")]
     assert len(sim_keys) == (len(POLICIES) - 1) * (len(CAPACITIES) + 1)
     # the run exercises what it claims: preemptions, skipped requests, evictions
