@@ -48,7 +48,7 @@ def test_tier_series_exist_at_zero_and_add_deltas_and_states():
     prev = None
     occ_prev = None
     total = ShadowStats()
-    for i in range(30):
+    for _ in range(30):
         for r in rows:
             for j in range(len(r)):
                 r[j] += rng.choice((0, 0, 1, 32))

@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from tests.deploy.prometheus_support import (
-    DASHBOARD_JSON, DEPLOY, dashboard_targets, dashboard_variables, deploy_config, documented_shadow_metrics,
-    metric_names, start_prometheus, substitute, vllm_metric_names,
+    DASHBOARD_JSON, DEPLOY, dashboard_targets, dashboard_variables, deploy_config, metric_names,
+    start_prometheus, substitute, vllm_metric_names,
 )
 
 GRAFANA = DEPLOY / "grafana"
