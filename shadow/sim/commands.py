@@ -15,7 +15,7 @@ from shadow.sim.cost import COST_MODELS, parse_cost_model
 from shadow.progress import progress_bar
 from shadow.sim.registry import EXCLUDED, FAMILIES, POLICIES, is_built, policy_info
 from shadow.sim.service import SERVICE_DEFAULTS
-from shadow.sim.tier import kv_bytes_per_block, parse_tier
+from shadow.sim.tier import kv_bytes_per_block, parse_tiers
 from shadow.sim.timing import TIMING_MODES, SerialOrder
 
 log = logging.getLogger(__name__)
@@ -128,14 +128,19 @@ def format_tier_table(results, tier_results) -> str:
     gpu = {r.spec: r for r in results}
     lines = [f"{'cache':<28s} {'tier':<28s} {'gpu':>7s} {'tier':>7s} {'both':>7s} "
              f"{'loaded':>11s} {'load s':>9s}"]
-    for t in tier_results:
-        g = gpu[t.spec]
-        th = t.hit_blocks / g.n_blocks if g.n_blocks else 0.0
-        f = t.fields()
-        lines.append(f"{t.spec.label + ' ' + _size_label(t.spec.capacity):<28s} "
-                     f"{t.tier.label:<28s} {g.prefix_hit_ratio:7.4f} {th:7.4f} "
-                     f"{g.prefix_hit_ratio + th:7.4f} {f['tier_loaded_bytes']:>11s} "
-                     f"{f['tier_load_s']:>9s}")
+    for r in tier_results:
+        g = gpu[r.spec]
+        both = g.prefix_hit_ratio
+        # NOTE: a chain's tiers one row each, "both" summing the GPU and every tier so far
+        for i, t in enumerate(r.parts):
+            th = t.hit_blocks / g.n_blocks if g.n_blocks else 0.0
+            both += th
+            f = t.fields()
+            lines.append(f"{t.spec.label + ' ' + _size_label(t.spec.capacity):<28s} "
+                         f"{('> ' if i else '') + t.tier.label:<28s} "
+                         f"{g.prefix_hit_ratio:7.4f} {th:7.4f} "
+                         f"{both:7.4f} {f['tier_loaded_bytes']:>11s} "
+                         f"{f['tier_load_s']:>9s}")
     return "\n".join(lines)
 
 
@@ -165,7 +170,8 @@ def format_tier_table(results, tier_results) -> str:
 @click.option("--tier", "tier", multiple=True, metavar="MEDIUM:SIZES:POLICY[:k=v,...]",
               help="An offload tier behind every cache, as vLLM's KV offloading (docs/tiers.md): "
                    "cpu|disk, sizes 64g,512MiB or 8kblk, lru|arc, options bw=GB/s,chunk=BLOCKS,"
-                   "threshold=N,tracker=N; repeatable.  Runs vLLM's block rules (--lookup vllm).")
+                   "threshold=N,tracker=N; a chain CPU_TIER>DISK_TIER puts a disk tier behind "
+                   "the host tier; repeatable.  Runs vLLM's block rules (--lookup vllm).")
 @click.option("--bytes-per-block", type=int, default=None,
               help="KV bytes of one engine block (for --tier sizes and bytes in GiB).")
 @click.option("--kv-config", default=None, metavar="CONFIG[,DTYPE]",
@@ -235,7 +241,7 @@ def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_or
         raise ShadowError(f"--service is --timing model's, not --timing {timing}'s")
     model = parse_service(service) if timing == "model" else None
     specs = [CacheSpec(a, s, params[a]) for s in sizes for a in algos]
-    tiers = [t for text in tier for t in parse_tier(text)]
+    tiers = [t for text in tier for t in parse_tiers(text)]
     if not tiers and (bytes_per_block is not None or kv_config is not None):
         raise ShadowError("--bytes-per-block and --kv-config size a --tier; no --tier given")
     if bytes_per_block is not None and kv_config is not None:

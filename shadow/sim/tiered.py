@@ -16,7 +16,7 @@ import numpy as np
 
 from shadow.sim.cost import CostModel
 from shadow.sim.results import CacheSpec
-from shadow.sim.tier import TierSpec
+from shadow.sim.tier import TierChainSpec, TierSpec
 from shadow.sim.timing import _load, load_fields, run_trace_recorded
 
 #: The tier keys a RESULT line gains (after every other key), in this order.
@@ -24,6 +24,12 @@ TIER_KEYS = ("tier", "tier_chunks", "tier_chunk_blocks", "tier_block_bytes", "ti
              "tier_compute_saving_ratio", "tier_hit_tokens",
              "tier_loaded_bytes", "tier_stored_bytes", "tier_evictions", "tier_store_failures",
              "tier_load_s", "tier_recompute_s")
+
+
+#: The keys a chain's RESULT line gains after :data:`TIER_KEYS` (which keep meaning the host
+#: tier): the disk tier's, then the promotions that found no room and the lookups that gave up.
+TIER2_KEYS = ("tier2",) + tuple(f"tier2_{k[len('tier_'):]}" for k in TIER_KEYS[1:]) + (
+    "tier2_promotion_failures", "tier2_lookups_given_up")
 
 
 @dataclass
@@ -91,14 +97,64 @@ class TierResult:
         f = self.fields()
         return " ".join(f"{k}={f[k]}" for k in TIER_KEYS)
 
+    @property
+    def parts(self) -> tuple["TierResult", ...]:
+        """The tiers of this result, front first (one here)."""
+        return (self,)
+
+
+@dataclass
+class DiskTierResult(TierResult):
+    """The disk tier of a chain: its hit tokens, loaded chunks and saved cost are those of the
+    chunks promoted for the requests that loaded them; a load takes two hops (disk to host at
+    this tier's bandwidth, host to GPU at ``host_gbps``)."""
+
+    host_gbps: float = 0.0
+
+    @property
+    def load_s(self) -> float | None:
+        b = self.loaded_bytes
+        return None if b is None else b / (self.tier.bandwidth_gbps * 1e9) + \
+            b / (self.host_gbps * 1e9)
+
+
+@dataclass
+class ChainResult:
+    """One (cache, chain) pair after a run: the host tier's share (``first``), the disk
+    tier's (``second``), and the chain's promotion failures and given-up lookups."""
+
+    spec: CacheSpec
+    first: TierResult
+    second: DiskTierResult
+    promotion_failures: int = 0
+    lookups_given_up: int = 0
+
+    @property
+    def parts(self) -> tuple[TierResult, ...]:
+        return (self.first, self.second)
+
+    def fields(self) -> dict[str, object]:
+        f = self.first.fields()
+        f2 = self.second.fields()
+        f.update({k2: f2[k] for k, k2 in zip(TIER_KEYS, TIER2_KEYS)})
+        f["tier2_promotion_failures"] = self.promotion_failures
+        f["tier2_lookups_given_up"] = self.lookups_given_up
+        return f
+
+    def suffix(self) -> str:
+        f = self.fields()
+        return " ".join(f"{k}={f[k]}" for k in TIER_KEYS + TIER2_KEYS)
+
 
 def run_with_tiers(sim, tr, path: str | os.PathLike[str], block_tokens: int,
-                   tiers: list[TierSpec], block_bytes: int | None, cost: CostModel,
-                   service=None, progress=None) -> list[TierResult]:
+                   tiers: list[TierSpec | TierChainSpec], block_bytes: int | None,
+                   cost: CostModel, service=None,
+                   progress=None) -> list[TierResult | ChainResult]:
     """Serve the trace ``tr`` (an open trace or its batches, read once) through ``sim``'s caches
     (closing ``sim``) at the times ``service`` gives (:class:`SerialOrder`, a ``ServiceModel``,
-    or None: the recorded times), then each cache's admissions through each tier; one
-    :class:`TierResult` per (cache, tier), caches in ``sim.specs`` order, tiers inside."""
+    or None: the recorded times), then each cache's admissions through each tier or chain; one
+    :class:`TierResult` or :class:`ChainResult` per (cache, tier), caches in ``sim.specs``
+    order, tiers inside."""
     loaded = rec, off, ids = _load(tr, load_fields(sim))
     n = int(off.shape[0]) - 1
     K = len(sim.specs)
@@ -117,6 +173,10 @@ def run_with_tiers(sim, tr, path: str | os.PathLike[str], block_tokens: int,
     cache_results = sim.results()
     for k, spec in enumerate(sim.specs):
         for t in tiers:
+            if isinstance(t, TierChainSpec):
+                out.append(_run_chain(t, spec, cache_results[k], ids, off, inp, hits[:, k],
+                                      order, block_tokens, block_bytes, pos_cost, in_us))
+                continue
             nc = t.n_chunks(block_bytes)
             tier = ChunkTier(nc, t.policy, t.store_threshold, t.max_tracker_size)
             hit, loaded, stored, saved = tier.serve_all(ids, off, inp, hits[:, k], order,
@@ -129,3 +189,28 @@ def run_with_tiers(sim, tr, path: str | os.PathLike[str], block_tokens: int,
                                   n_blocks=cache_results[k].n_blocks, block_tokens=block_tokens,
                                   saved_cost=saved, total_cost=cache_results[k].total_cost))
     return out
+
+
+def _run_chain(t: TierChainSpec, spec: CacheSpec, cache_result, ids, off, inp, hits, order,
+               block_tokens: int, block_bytes: int | None, pos_cost, in_us: bool) -> ChainResult:
+    """One cache's admissions through one chain (tierloop.ChunkChain)."""
+    from shadow.sim.tierloop import ChunkChain, ChunkTier
+
+    a, b = t.first, t.second
+    n1, n2 = a.n_chunks(block_bytes), b.n_chunks(block_bytes)
+    chain = ChunkChain(ChunkTier(n1, a.policy, a.store_threshold, a.max_tracker_size),
+                       ChunkTier(n2, b.policy))
+    hit, disk_hit, loaded, promoted, stored, cascaded, saved1, saved2 = chain.serve_all(
+        ids, off, inp, hits, order, block_tokens, a.blocks_per_chunk, pos_cost)
+    common = dict(block_bytes=block_bytes, n_blocks=cache_result.n_blocks,
+                  block_tokens=block_tokens, total_cost=cache_result.total_cost)
+    first = TierResult(spec, a, n1, hit_tokens=hit - disk_hit, loaded_chunks=loaded - promoted,
+                       stored_chunks=stored, evictions=chain.cpu.n_evicted,
+                       store_failures=chain.cpu.n_store_failed,
+                       recompute_us=saved1 if in_us else None, saved_cost=saved1, **common)
+    second = DiskTierResult(spec, b, n2, hit_tokens=disk_hit, loaded_chunks=promoted,
+                            stored_chunks=cascaded, evictions=chain.disk.n_evicted,
+                            store_failures=chain.disk.n_store_failed,
+                            recompute_us=saved2 if in_us else None, saved_cost=saved2,
+                            host_gbps=a.bandwidth_gbps, **common)
+    return ChainResult(spec, first, second, chain.n_promote_failed, chain.n_gave_up)

@@ -320,3 +320,70 @@ def test_compiled_chain_equals_the_reference_per_request(cpu_policy, disk_policy
                 (fast.n_promoted, fast.n_promote_failed, fast.n_cascaded, fast.n_gave_up)
             gave_up += ref.n_gave_up
     assert gave_up > 0              # the small host tier does reach the give-up
+
+
+# --- shadow simulate --tier CPU>DISK -----------------------------------------------------------
+
+def test_simulate_chain_keys_and_a_hand_traced_run(tmp_path):
+    from shadow.sim.results import EXTRA_KEYS, RESULT_KEYS
+    from shadow.sim.tiered import TIER2_KEYS, TIER_KEYS
+    from tests.sim.test_tier_cli import ABC, _lines
+    from tests.sim.test_timing import _recording, _simulate
+    t = _recording(tmp_path / "t.lcp", ABC)
+    code, out, _ = _simulate(t, "-a", "lru", "-c", "5", "--tier", "cpu:4blk:lru",
+                             "--tier", "cpu:4blk:lru>disk:8blk,2blk:lru")
+    assert code == 0
+    single, chain, small = _lines(out)
+    assert list(single) == list(RESULT_KEYS + EXTRA_KEYS + TIER_KEYS)
+    assert list(chain) == list(RESULT_KEYS + EXTRA_KEYS + TIER_KEYS + TIER2_KEYS)
+    # the cache's own keys and the host tier's stores are the single tier's
+    for k in RESULT_KEYS + EXTRA_KEYS + ("tier", "tier_chunks", "tier_stored_bytes"):
+        assert chain[k] == single[k], k
+    assert chain["tier2"] == "disk:8blk:lru" and chain["tier2_chunks"] == "8"
+    # A's 4 chunks go to both tiers; B's evict them from the 4-chunk host tier only; C finds
+    # them on disk: promoted (evicting B's) and loaded, 16 tokens, all the disk tier's
+    assert single["tier_hit_tokens"] == "0"
+    assert (chain["tier_hit_tokens"], chain["tier2_hit_tokens"]) == ("0", "16")
+    assert float(chain["tier2_hit_ratio"]) == pytest.approx(4 / int(chain["n_blocks"]))
+    assert (chain["tier_evictions"], chain["tier2_evictions"]) == ("8", "0")
+    assert chain["tier2_promotion_failures"] == "0" and chain["tier2_loaded_bytes"] == "na"
+    # a 2-chunk disk tier: every request's cascade of 4 chunks fails: C finds nothing
+    assert (small["tier2_hit_tokens"], small["tier2_store_failures"]) == ("0", "3")
+
+
+def test_simulate_chain_bytes_and_two_hop_load_time(tmp_path):
+    from tests.sim.test_tier_cli import ABC, _lines
+    from tests.sim.test_timing import _recording, _simulate
+    t = _recording(tmp_path / "t.lcp", ABC)
+    _, out, _ = _simulate(t, "-a", "lru", "-c", "5", "--bytes-per-block", "1000",
+                          "--tier", "cpu:4000:lru:bw=2>disk:8000:lru:bw=1")
+    (kv,) = _lines(out)
+    # A and B store 4 chunks each, both tiers; C loads its 4 (promoted): nothing to store
+    assert kv["tier_stored_bytes"] == "8000" and kv["tier2_stored_bytes"] == "8000"
+    assert kv["tier2_loaded_bytes"] == "4000" and kv["tier_loaded_bytes"] == "0"
+    # 4000 bytes from disk at 1 GB/s, then to the GPU at 2 GB/s
+    assert float(kv["tier2_load_s"]) == pytest.approx(4000 / 1e9 + 4000 / 2e9)
+
+
+@pytest.mark.parametrize("text,words", [
+    ("disk:8blk:lru>cpu:4blk:lru", "a chain starts with the cpu tier"),
+    ("cpu:4blk:lru>cpu:8blk:lru", "tier 2 of a chain is disk"),
+    ("cpu:4blk:lru>ssd:8blk:lru", "unknown medium 'ssd'"),
+    ("cpu:4blk:lru>disk:8blk:lru>disk:9blk:lru", "at most 2 tiers"),
+    ("cpu:4blk:lru>disk:1blk:lru:chunk=2", "differs from the cpu tier's"),
+    ("cpu:8blk:lru:chunk=2>disk:1blk:lru", "smaller than one offload chunk"),
+    ("cpu:4blk:lru>disk:1g:lru", "needs the bytes of a KV block"),
+])
+def test_simulate_bad_chain_is_one_line(tmp_path, text, words):
+    import subprocess
+    import sys
+    from tests.sim.test_tier_cli import ABC
+    from tests.sim.test_timing import _recording
+    t = _recording(tmp_path / "t.lcp", ABC)
+    out = tmp_path / "out.txt"
+    r = subprocess.run([sys.executable, "-m", "shadow", "simulate", "-t", t, "-c", "4", "-a",
+                        "lru", "--tier", text, "-o", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and not r.stdout
+    assert len(r.stderr.strip().splitlines()) == 1 and words in r.stderr, r.stderr
+    assert "--tier " in r.stderr and not out.exists()
