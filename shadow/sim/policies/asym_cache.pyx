@@ -50,6 +50,11 @@ cdef enum:
     FIRST_GAPS = 1024
 
 
+cdef struct KeyStamp:
+    double key            # the heap key in the block's branch
+    int64_t stamp         # hits and inserts so far at its last access (ties: older first)
+
+
 cdef int _cmp_double(const void* a, const void* b) noexcept nogil:
     cdef double x = (<const double*>a)[0], y = (<const double*>b)[0]
     return (x > y) - (x < y)
@@ -61,8 +66,7 @@ cdef class AsymCache(Policy):
     there; both heaps are 4-ary min-heaps on (key, stamp); branch-1 list order is stamp order."""
     cdef double* last
     cdef double* lnc
-    cdef double* key
-    cdef int64_t* stamp
+    cdef KeyStamp* ks                 # heap key and access stamp, side by side
     cdef int32_t* prev
     cdef int32_t* nxt
     cdef int32_t* hpos
@@ -87,8 +91,7 @@ cdef class AsymCache(Policy):
         cdef int64_t n = max(capacity, 1)
         self.last = <double*>malloc(n * sizeof(double))
         self.lnc = <double*>malloc(n * sizeof(double))
-        self.key = <double*>malloc(n * sizeof(double))
-        self.stamp = <int64_t*>malloc(n * sizeof(int64_t))
+        self.ks = <KeyStamp*>malloc(n * sizeof(KeyStamp))
         self.prev = <int32_t*>malloc(n * sizeof(int32_t))
         self.nxt = <int32_t*>malloc(n * sizeof(int32_t))
         self.hpos = <int32_t*>malloc(n * sizeof(int32_t))
@@ -96,7 +99,7 @@ cdef class AsymCache(Policy):
         self.h1 = <int32_t*>malloc(n * sizeof(int32_t))
         self.h2 = <int32_t*>malloc(n * sizeof(int32_t))
         self.gaps = <double*>malloc(FIRST_GAPS * sizeof(double))
-        if (self.last == NULL or self.lnc == NULL or self.key == NULL or self.stamp == NULL
+        if (self.last == NULL or self.lnc == NULL or self.ks == NULL
                 or self.prev == NULL or self.nxt == NULL or self.hpos == NULL or self.br == NULL
                 or self.h1 == NULL or self.h2 == NULL or self.gaps == NULL):
             raise MemoryError(f"cannot allocate an asym_cache cache of {capacity} slots")
@@ -124,8 +127,7 @@ cdef class AsymCache(Policy):
     def __dealloc__(self):
         free(self.last)
         free(self.lnc)
-        free(self.key)
-        free(self.stamp)
+        free(self.ks)
         free(self.prev)
         free(self.nxt)
         free(self.hpos)
@@ -159,13 +161,15 @@ cdef class AsymCache(Policy):
     # ---- two 4-ary heaps of slots on (key, stamp) ----
 
     cdef inline bint _less(self, int32_t a, int32_t b) noexcept nogil:
-        if self.key[a] != self.key[b]:
-            return self.key[a] < self.key[b]
-        return self.stamp[a] < self.stamp[b]
+        cdef const KeyStamp* x = &self.ks[a]
+        cdef const KeyStamp* y = &self.ks[b]
+        if x.key != y.key:
+            return x.key < y.key
+        return x.stamp < y.stamp
 
-    cdef void _place(self, int32_t* h, int64_t n, int64_t i, int32_t s) noexcept nogil:
-        """Put slot ``s`` at hole ``i`` of heap ``h`` (``n`` entries) and restore the order."""
-        cdef int64_t parent, c, m, last
+    cdef void _rise(self, int32_t* h, int64_t i, int32_t s) noexcept nogil:
+        """Put slot ``s`` at hole ``i`` of heap ``h`` and move it up to its place."""
+        cdef int64_t parent
         while i > 0:
             parent = (i - 1) >> 2
             if not self._less(s, h[parent]):
@@ -173,6 +177,15 @@ cdef class AsymCache(Policy):
             h[i] = h[parent]
             self.hpos[h[i]] = <int32_t>i
             i = parent
+        h[i] = s
+        self.hpos[s] = <int32_t>i
+
+    cdef void _resift(self, int32_t* h, int64_t n, int64_t i, int32_t s) noexcept nogil:
+        """Put slot ``s`` at hole ``i`` of heap ``h`` (``n`` entries), bottom up: the hole sinks
+        to a leaf through the smaller children, then ``s`` rises from there.  NOTE: an entry
+        re-keyed on a hit, or the last one moved into a deleted entry's place, mostly belongs
+        near the leaves: 3 comparisons a level instead of 4, and a short rise."""
+        cdef int64_t c, m, last
         while True:
             c = 4 * i + 1
             if c >= n:
@@ -184,23 +197,20 @@ cdef class AsymCache(Policy):
                 if self._less(h[c], h[m]):
                     m = c
                 c += 1
-            if not self._less(h[m], s):
-                break
             h[i] = h[m]
             self.hpos[h[i]] = <int32_t>i
             i = m
-        h[i] = s
-        self.hpos[s] = <int32_t>i
+        self._rise(h, i, s)
 
     cdef inline void _push(self, int32_t* h, int64_t* n, int64_t s) noexcept nogil:
         n[0] += 1
-        self._place(h, n[0], n[0] - 1, <int32_t>s)
+        self._rise(h, n[0] - 1, <int32_t>s)
 
     cdef inline void _delete(self, int32_t* h, int64_t* n, int64_t s) noexcept nogil:
         cdef int64_t i = self.hpos[s]
         n[0] -= 1
         if i != n[0]:
-            self._place(h, n[0], i, h[n[0]])
+            self._resift(h, n[0], i, h[n[0]])
 
     cdef int64_t _best_below(self, const int32_t* h, int64_t n, int64_t i,
                              int64_t best) noexcept nogil:
@@ -265,7 +275,7 @@ cdef class AsymCache(Policy):
         s = self.head
         while s >= 0:
             self.br[s] = 1
-            self.key[s] = self._key1(s)
+            self.ks[s].key = self._key1(s)
             self._push(self.h1, &self.n1, s)
             s = self.nxt[s]
 
@@ -276,7 +286,7 @@ cdef class AsymCache(Policy):
             self._unlink(s)
             self._delete(self.h1, &self.n1, s)
             self.br[s] = 2
-            self.key[s] = self._key2(s)
+            self.ks[s].key = self._key2(s)
             self._push(self.h2, &self.n2, s)
             s = self.head
 
@@ -313,7 +323,7 @@ cdef class AsymCache(Policy):
                 self._sample_gap(gap)
         self.last[slot] = self.now
         self.clock += 1
-        self.stamp[slot] = self.clock
+        self.ks[slot].stamp = self.clock
         if not self.frozen:
             self._unlink(slot)
             self._append(slot)
@@ -321,12 +331,12 @@ cdef class AsymCache(Policy):
         if self.br[slot] == 2:
             self._delete(self.h2, &self.n2, slot)
             self.br[slot] = 1
-            self.key[slot] = self._key1(slot)
+            self.ks[slot].key = self._key1(slot)
             self._push(self.h1, &self.n1, slot)
         else:
             self._unlink(slot)
-            self.key[slot] = self._key1(slot)
-            self._place(self.h1, self.n1, self.hpos[slot], <int32_t>slot)
+            self.ks[slot].key = self._key1(slot)
+            self._resift(self.h1, self.n1, self.hpos[slot], <int32_t>slot)
         self._append(slot)
 
     cdef int64_t insert(self, const Access* acc) noexcept nogil:
@@ -334,11 +344,11 @@ cdef class AsymCache(Policy):
         self.last[s] = self.now
         self.lnc[s] = log(<double>(acc.cost if acc.cost > 1 else 1))
         self.clock += 1
-        self.stamp[s] = self.clock
+        self.ks[s].stamp = self.clock
         self._append(s)
         if self.frozen:
             self.br[s] = 1
-            self.key[s] = self._key1(s)
+            self.ks[s].key = self._key1(s)
             self._push(self.h1, &self.n1, s)
         else:
             self.br[s] = 0
@@ -365,7 +375,7 @@ cdef class AsymCache(Policy):
         else:
             ea = self._log_e(a)
             eb = self._log_e(b)
-            v = a if (ea < eb or (ea == eb and self.stamp[a] < self.stamp[b])) else b
+            v = a if (ea < eb or (ea == eb and self.ks[a].stamp < self.ks[b].stamp)) else b
         self._leave(v)
         return self._drop_slot(v)
 
@@ -438,7 +448,7 @@ cdef class AsymCache(Policy):
         while s >= 0:
             assert self.br[s] == 1
             if self.nxt[s] >= 0:
-                assert self.stamp[self.nxt[s]] > self.stamp[s]
+                assert self.ks[self.nxt[s]].stamp > self.ks[s].stamp
             n += 1
             s = self.nxt[s]
         assert n == self.n1
