@@ -55,12 +55,12 @@ def _run_tier_cell(cell: Cell, timing: str, service: str) -> str:
     from shadow.sim.cost import parse_cost_model
     from shadow.sim.service import parse_service
     from shadow.sim.simulator import CacheSpec, Simulator
-    from shadow.sim.tier import kv_bytes_per_block, parse_tier
+    from shadow.sim.tier import kv_bytes_per_block, parse_tiers
     from shadow.sim.tiered import run_with_tiers
     from shadow.sim.timing import SerialOrder
     from shadow.trace import open_trace
 
-    tiers = parse_tier(cell.tier)
+    tiers = parse_tiers(cell.tier)
     cost = parse_cost_model(cell.cost_model)
     with open_trace(cell.trace, allow_truncated=cell.allow_truncated,
                     block_id=cell.block_id) as tr:

@@ -101,7 +101,8 @@ def _check_policies_and_costs(algos: list[tuple[str, str]], cost_models: list[st
 @click.option("--service", default=None, metavar="SPEC",
               help="--timing model's service model, as shadow simulate --service.")
 @click.option("--tier", "tiers", multiple=True, metavar="MEDIUM:SIZES:POLICY[:k=v,...]",
-              help="Offload tiers, as shadow simulate --tier: one cell per (cache, tier size); "
+              help="Offload tiers or CPU>DISK chains, as shadow simulate --tier: one cell per "
+                   "(cache, tier size); "
                    "repeatable.  Sweeps GPU size x host size (docs/tiers.md).")
 @click.option("--bytes-per-block", "tier_bytes", type=int, default=None,
               help="KV bytes of one engine block, for --tier sizes in GiB.")
@@ -173,7 +174,7 @@ def _tier_cells(tiers: tuple[str, ...], tier_bytes: int | None, kv_config: str |
                 pairs: list[tuple[str, str]]) -> tuple[list[str], str]:
     """The cells' tier texts (one per tier size, canonical) and their block-bytes text, checked
     now rather than in every cell."""
-    from shadow.sim.tier import parse_tier
+    from shadow.sim.tier import TierChainSpec, parse_tiers
     if not tiers:
         if tier_bytes is not None or kv_config is not None:
             raise ShadowError("--bytes-per-block and --kv-config size a --tier; no --tier given")
@@ -186,15 +187,23 @@ def _tier_cells(tiers: tuple[str, ...], tier_bytes: int | None, kv_config: str |
     if oracles:
         raise ShadowError(f"--tier cannot run {', '.join(oracles)} (an oracle): tiers run through "
                           f"the live path, which has no next-access times")
-    specs = [t for text in tiers for t in parse_tier(text)]
-    for t in specs:
+    specs = [t for text in tiers for t in parse_tiers(text)]
+    for t in (one for s in specs for one in (s.tiers if isinstance(s, TierChainSpec) else (s,))):
         if t.size_bytes is not None and tier_bytes is None and kv_config is None:
             t.n_chunks(None)                     # NOTE: the one-line "needs the bytes" error
         elif t.size_bytes is None or tier_bytes is not None:
             t.n_chunks(tier_bytes)               # too small for a chunk: now
-    texts = [f"{t.medium}:{t.size_text}:{t.policy}:bw={t.bandwidth_gbps:g},"
-             f"chunk={t.blocks_per_chunk},threshold={t.store_threshold},"
-             f"tracker={t.max_tracker_size}" for t in specs]
+
+    def text(t) -> str:
+        if isinstance(t, TierChainSpec):
+            # NOTE: the disk part takes no threshold/tracker (parse_tiers refuses them)
+            b = t.second
+            return (f"{text(t.first)}>{b.medium}:{b.size_text}:{b.policy}:"
+                    f"bw={b.bandwidth_gbps:g},chunk={b.blocks_per_chunk}")
+        return (f"{t.medium}:{t.size_text}:{t.policy}:bw={t.bandwidth_gbps:g},"
+                f"chunk={t.blocks_per_chunk},threshold={t.store_threshold},"
+                f"tracker={t.max_tracker_size}")
+    texts = [text(t) for t in specs]
     kv = str(tier_bytes) if tier_bytes is not None else (kv_config or "")
     if kv_config is not None:
         cfg = kv_config.partition(",")[0]

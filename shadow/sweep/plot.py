@@ -15,7 +15,8 @@ imported only when plotting.
 Rows of cells with an offload tier (``shadow sweep --tier``) are drawn apart: one PNG per (trace,
 cost model, options, policy, tier medium and policy), a family of curves, one per GPU cache size,
 of GPU + tier hit ratio and compute-saving ratio against the tier's capacity (GiB when the rows
-carry a block's bytes, else blocks).
+carry a block's bytes, else blocks).  Rows of a chain (``cpu:...>disk:...``) are drawn apart per
+disk tier, GPU + host + disk against the host tier's capacity.
 """
 
 from __future__ import annotations
@@ -145,7 +146,8 @@ def plot_sweep(csv_path: str | os.PathLike, out_dir: str | os.PathLike, *,
                row.get("replay_order") or _DEFAULTS["replay_order"],
                row.get("block_id") or _DEFAULTS["block_id"],
                row.get("timing") or _DEFAULTS["timing"],
-               row.get("category") or _DEFAULTS["category"], algo, f"{medium} {tier_policy}")
+               row.get("category") or _DEFAULTS["category"], algo,
+               f"{medium} {tier_policy}" + (f" > {row['tier2']}" if row.get("tier2") else ""))
         tier_groups[key].append(row)
     for key in sorted(tier_groups):
         title, name = _group_title(key[:7])
@@ -196,7 +198,9 @@ def _plot_tier_group(rows: list[dict[str, str]], path: Path, title: str, dpi: in
     for ax, (ylabel, gpu_key, tier_key) in zip(axes, panels):
         for i, (gpu, pts) in enumerate(sorted(by_gpu.items())):
             pts.sort(key=lambda p: p[0])
-            xy = [(x, (_float(r, gpu_key) or 0.0) + (_float(r, tier_key) or 0.0)) for x, r in pts]
+            # NOTE: a chain's row adds its disk tier's share (tier2_*) at its host capacity
+            xy = [(x, (_float(r, gpu_key) or 0.0) + (_float(r, tier_key) or 0.0)
+                   + (_float(r, "tier2" + tier_key[len("tier"):]) or 0.0)) for x, r in pts]
             xs, ys = zip(*xy)
             ax.plot(xs, ys, marker="o", markersize=3, color=cmap(i / max(1, len(by_gpu) - 1)),
                     label=f"GPU {_fmt_blocks(gpu)} blocks")

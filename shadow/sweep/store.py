@@ -175,7 +175,7 @@ class SweepDir:
         out.sort(key=lambda r: (r["trace"], r["trace_path"], r["cost_model"], r["pin"],
                                 r["replay_order"], r["block_id"], r["timing"], r["algo"],
                                 r["params"],
-                                int(r["cache_size"]), r.get("tier", "")))
+                                int(r["cache_size"]), r.get("tier", ""), r.get("tier2", "")))
         return columns, out
 
     def write_csv(self) -> Path:
@@ -245,7 +245,8 @@ def _read_text(path: Path, what: str, *, encoding: str = "utf-8", hint: str = ""
 
 #: RESULT / CSV columns that hold a ratio (a number in [0, 1]) or a hole figure (>= 0).
 RATIO_FIELDS = ("block_hit_ratio", "compute_saving_ratio", "prefix_hit_ratio",
-                "prefix_compute_saving_ratio", "tier_hit_ratio", "tier_compute_saving_ratio")
+                "prefix_compute_saving_ratio", "tier_hit_ratio", "tier_compute_saving_ratio",
+                "tier2_hit_ratio", "tier2_compute_saving_ratio")
 HOLE_FIGURES = ("holes_per_req", "n_holes", "mean_hole_len", "max_hole_len")
 
 

@@ -387,3 +387,47 @@ def test_simulate_bad_chain_is_one_line(tmp_path, text, words):
     assert r.returncode == 2 and "Traceback" not in r.stderr and not r.stdout
     assert len(r.stderr.strip().splitlines()) == 1 and words in r.stderr, r.stderr
     assert "--tier " in r.stderr and not out.exists()
+
+
+# --- shadow sweep --tier CPU>DISK --------------------------------------------------------------
+
+def test_sweep_chain_cells_equal_simulate_and_plot(tmp_path):
+    import csv
+    from shadow.sim.tiered import TIER2_KEYS, TIER_KEYS
+    from shadow.sweep.store import parse_result_line
+    from tests.sim.test_timing import _overlapping, _recording
+    from tests.sweep.test_sweep_timing import shadow
+    trace = _recording(tmp_path / "r.lcp", _overlapping(200, 7))
+    chain = "cpu:8blk,32blk:lru>disk:64blk:arc"
+    proc = shadow("sweep", "-t", trace, "-a", "lru", "-c", "8", "--tier", chain,
+                  "--tier", "cpu:8blk:lru", "--timing", "recorded",
+                  "--out", str(tmp_path / "s"), "-j", "2")
+    assert proc.returncode == 0, proc.stderr
+    with open(tmp_path / "s" / "results.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 3
+    sim = shadow("simulate", "-t", trace, "-a", "lru", "-c", "8", "--tier", chain,
+                 "--tier", "cpu:8blk:lru", "--timing", "recorded")
+    assert sim.returncode == 0, sim.stderr
+    want = {(d["tier"], d.get("tier2", "")): d for d in
+            (parse_result_line(x) for x in sim.stdout.splitlines() if x.startswith("RESULT"))}
+    assert len(want) == 3
+    for r in rows:
+        ref = want[(r["tier"], r["tier2"])]
+        for key in ("prefix_hit_ratio",) + TIER_KEYS + (TIER2_KEYS if r["tier2"] else ()):
+            assert r[key] == ref[key], (r["tier"], key)
+    assert any(float(r["tier2_hit_ratio"] or 0) > 0 for r in rows)
+    plot = shadow("plot", str(tmp_path / "s"))
+    assert plot.returncode == 0, plot.stderr
+    pngs = sorted(p.split("/")[-1] for p in plot.stdout.split() if "__tier-" in p)
+    assert len(pngs) == 2 and any("disk" in p for p in pngs), pngs
+
+
+def test_sweep_bad_chain_refused_before_any_cell(tmp_path):
+    from tests.sim.test_timing import _overlapping, _recording
+    from tests.sweep.test_sweep_timing import shadow
+    trace = _recording(tmp_path / "r.lcp", _overlapping(20, 7))
+    proc = shadow("sweep", "-t", trace, "-c", "8", "-a", "lru", "--tier",
+                  "cpu:8blk:lru>cpu:8blk:lru", "--out", str(tmp_path / "s"))
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "tier 2 of a chain is disk" in proc.stderr and not (tmp_path / "s").exists()
