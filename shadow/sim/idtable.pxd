@@ -175,23 +175,64 @@ cdef inline void _idmap_bs_move(void* t, uint64_t src, uint64_t dst) noexcept no
     m.vals[dst] = m.vals[src]
 
 
-cdef inline bint idmap_del(IdMap* m, int64_t key) noexcept nogil:
-    """Remove ``key``; False if it was absent.  Backward-shift deletion keeps probes tombstone-free."""
+cdef inline uint64_t _idmap_probe(const IdMap* m, int64_t key) noexcept nogil:
+    """The entry holding ``key``, or the empty entry where its probe ends (absent)."""
     cdef uint64_t i = idmap_home(m, key)
     cdef int64_t k
     while True:
         k = m.keys[i]
-        if k == key:
-            break
-        if k == 0:
-            return False
+        if k == key or k == 0:
+            return i
         i += 1
         if i == m.size:
             i = 0
+
+
+cdef inline void _idmap_remove_at(IdMap* m, uint64_t i) noexcept nogil:
+    """Empty entry ``i`` (it holds a key); backward-shift deletion keeps probes tombstone-free."""
     i = bs_close(m, m.size, i, _idmap_bs_home, _idmap_bs_move)
     m.keys[i] = 0
     m.n -= 1
+
+
+cdef inline bint idmap_del(IdMap* m, int64_t key) noexcept nogil:
+    """Remove ``key``; False if it was absent."""
+    cdef uint64_t i = _idmap_probe(m, key)
+    if m.keys[i] == 0:
+        return False
+    _idmap_remove_at(m, i)
     return True
+
+
+cdef inline int32_t idmap_take(IdMap* m, int64_t key) noexcept nogil:
+    """Remove ``key`` and return its value; 0 if it was absent (one probe sequence)."""
+    cdef uint64_t i = _idmap_probe(m, key)
+    cdef int32_t v
+    if m.keys[i] == 0:
+        return 0
+    v = m.vals[i]
+    _idmap_remove_at(m, i)
+    return v
+
+
+cdef inline int32_t idmap_add(IdMap* m, int64_t key, int32_t delta) noexcept nogil:
+    """Add ``delta`` to ``key``'s value (an absent key counts 0 and is inserted); a key whose
+    value comes to 0 is removed.  The new value; one probe sequence.  The caller keeps
+    ``n < size``."""
+    cdef uint64_t i = _idmap_probe(m, key)
+    cdef int32_t v
+    if m.keys[i] == 0:
+        if delta != 0:
+            m.keys[i] = key
+            m.vals[i] = delta
+            m.n += 1
+        return delta
+    v = m.vals[i] + delta
+    if v == 0:
+        _idmap_remove_at(m, i)
+    else:
+        m.vals[i] = v
+    return v
 
 
 # ---- SlotIds: a policy's per-slot block ids, 32 bits while every id fits, 64 bits for good after ----

@@ -24,6 +24,11 @@ Per request (see docs/sim.md and PrefixSim's design; ``--no-pin`` gives the olde
 5. unpin; release the request's blocks tail first (``on_release``) for a policy that wants it, or
    (live admission) keep everything pinned until :meth:`CacheRun.release`.
 
+Leaf-only eviction (``policy.leaf`` set, policy.pxd): after each insert the loop reports the
+block's prefix parent, the previous id of the request (or of the generated run) that inserted
+it; room held by running requests is counted from request pins only (``n_pinned -
+n_hold_only``), a leaf hold being freed by evicting the children first.
+
 Invariant after each request: ``policy.n_resident + reserved <= policy.capacity``.
 
 Structure: ``_serve`` (one request), ``_release`` (a live release), ``_serve_range`` and
@@ -171,6 +176,27 @@ cdef void _evict_trusted(AnyPolicy p, int64_t n, const Access* acc) noexcept nog
         _evict(p, acc)
 
 
+cdef inline void _leaf_link(AnyPolicy p, const int64_t* ids, int64_t B, int64_t i,
+                            int64_t slot, bint sorted_unique, const int64_t* slots) noexcept nogil:
+    """Report position ``i``'s insert into ``slot`` to the leaf state, with the slots the match
+    and the access phase know: the parent's (position ``i - 1``) and a child's (``i + 1``).
+
+    NOTE: with distinct ids a block missing at the match stays missing until its own get, so
+    ``slots[i - 1] < 0`` then means the parent is not resident (deepest-first: its get comes
+    next); a stale slot (evicted since) is checked by the policy.  With repeated ids: look up."""
+    cdef int64_t ps = -2, cs = -1
+    if i == 0:
+        p._leaf_insert(slot, 0, -1, slots[1] if B > 1 else -1)
+        return
+    if sorted_unique:
+        ps = slots[i - 1]
+        if ps < 0:
+            ps = -1
+    if i + 1 < B:
+        cs = slots[i + 1]
+    p._leaf_insert(slot, ids[i - 1], ps, cs)
+
+
 cdef int64_t _access(CacheRun run, AnyPolicy p, const int64_t* ids, int64_t B,
                      const int64_t* nxt, const double* cexact, const int64_t* cint,
                      int64_t n_anonymous, bint sorted_unique, Access* acc,
@@ -231,6 +257,8 @@ cdef int64_t _access(CacheRun run, AnyPolicy p, const int64_t* ids, int64_t B,
                 n_res = p.n_resident + 1
             slot = _insert(p, acc)
             slots[i] = slot
+            if p.leaf != NULL:
+                _leaf_link(p, ids, B, i, slot, sorted_unique, slots)
         if AnyPolicy is Policy:
             # NOTE: a policy may evict inside hit/insert (twoq's Am spills its own tail even when
             # the cache has room, as libCacheSim does): a *spilled* eviction the loop did not ask
@@ -459,7 +487,7 @@ cdef int _serve(CacheRun run, AnyPolicy p, const int64_t* ids, int64_t B, const 
         # n_pinned`` unpinned
         # blocks can cover all the victims: no "victim in the request" check is needed then.
         trusted = (pin and p.strict_pins and p.n_resident - p.n_pinned >= needed)
-        if hold and needed > p.n_resident - p.n_pinned:
+        if hold and needed > p.n_resident - (p.n_pinned - p.n_hold_only):
             # NOTE: live admission: blocks held by running requests cannot be evicted (an
             # engine would make the request wait); the shadow skips it instead.
             run._unpin_match(ids, B)
@@ -472,7 +500,7 @@ cdef int _serve(CacheRun run, AnyPolicy p, const int64_t* ids, int64_t B, const 
             run.n_eviction += needed
             progress = needed
         while progress < needed:
-            n_pinned0 = p.n_pinned
+            n_pinned0 = p.n_pinned - p.n_hold_only
             k = _evict_n(p, needed - progress, &acc, run.evbuf)
             if k <= 0:
                 run._unpin_match(ids, B)
@@ -485,9 +513,11 @@ cdef int _serve(CacheRun run, AnyPolicy p, const int64_t* ids, int64_t B, const 
                 return -1
             run.n_eviction += k
             # NOTE: with pins on, every block of the request a victim could be (a resident
-            # one: a match hit) is pinned, and evicting a pinned block lowers n_pinned; if it
-            # did not move, no victim of this batch was the request's (no search needed).
-            if trusted or (pin and p.n_pinned == n_pinned0):
+            # one: a match hit) is pinned, and evicting a pinned block lowers the request pins'
+            # count (leaf holds apart: a hold that goes with its victim or is released by one
+            # leaves it as it was); if it did not move, no victim of this batch was the
+            # request's (no search needed).
+            if trusted or (pin and p.n_pinned - p.n_hold_only == n_pinned0):
                 progress += k
                 continue
             for j in range(k):
@@ -608,14 +638,17 @@ cdef void _release(CacheRun run, AnyPolicy p, const int64_t* block_ids, int64_t 
             if p.n_resident + run.reserved >= p.capacity:
                 # NOTE: every resident block held by running requests: none may go (vLLM's
                 # free queue is empty), so the generated block is not cached.
-                if p.n_resident - p.n_pinned <= 0:
+                if p.n_resident - (p.n_pinned - p.n_hold_only) <= 0:
                     continue
                 victim = _evict(p, &acc)
                 if victim == 0:
                     continue
                 run.n_eviction += 1
             n_res = p.n_resident + 1
-            _insert(p, &acc)
+            slot = _insert(p, &acc)
+            if p.leaf != NULL:
+                p._leaf_insert(slot, extra_ids[i - 1] if i > 0 else
+                               (block_ids[B - 1] if B > 0 else 0), -2, -1)
         if p.n_resident < n_res:          # spilled (see _access)
             run.n_eviction += n_res - p.n_resident
     # NOTE: the final partial block beyond the admission's reservation is allocated after
@@ -624,7 +657,7 @@ cdef void _release(CacheRun run, AnyPolicy p, const int64_t* block_ids, int64_t 
     grow = n_anonymous_final - keep
     for i in range(grow):
         if p.n_resident + run.reserved >= p.capacity:
-            if p.n_resident - p.n_pinned <= 0:
+            if p.n_resident - (p.n_pinned - p.n_hold_only) <= 0:
                 grow = i
                 break
             pos = B + E

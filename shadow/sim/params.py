@@ -81,3 +81,23 @@ def parse_params(text: str | None, defaults: str, *, where: str = "parameters") 
 
 def format_params(params: dict[str, ParamValue]) -> str:
     return ",".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in params.items())
+
+
+#: Modifiers every pin-honouring policy takes beside its own parameters (``--algo-params``), with
+#: their defaults: ``leaf-only`` evicts a block only once no resident block names it as its prefix
+#: parent (radix-tree eviction; shadow/sim/policy.pxd, ``leaf``).
+MODIFIERS = "leaf-only=false"
+
+
+def split_modifiers(text: str | None, *, where: str = "parameters") -> tuple[str, dict[str, ParamValue]]:
+    """Take the :data:`MODIFIERS` keys out of ``text``: (the rest, as ``k=v`` text; the modifiers
+    given, typed as their defaults).  A badly typed modifier raises ShadowError."""
+    defaults = parse_defaults(MODIFIERS)
+    given: dict[str, ParamValue] = {}
+    rest = []
+    for key, value in _split(text or "", where=where):
+        if key in defaults:
+            given[key] = _coerce(key, value, defaults[key], where=where)
+        else:
+            rest.append(f"{key}={value}")
+    return ",".join(rest), given

@@ -17,7 +17,15 @@ The base :class:`Policy` owns what every policy needs and the serve loop reads d
   past ``PIN_SAT`` the rest of the count lives in a small side list (``pin_over``);
 * the free slots as a stack threaded through ``slot_ids`` (``free_head``);
 * ``pinbits`` (NULL unless a subclass asks for it with :meth:`_want_pinbits`): bit ``slot`` set
-  iff ``pins[slot] > 0``, one bit a slot.
+  iff ``pins[slot] > 0``, one bit a slot;
+* ``leaf`` (NULL unless leaf-only eviction is on, :meth:`enable_leaf_only`): the prefix parent of
+  each resident block (its id, and its slot when known) and the resident children of each
+  resident block (``nkids``; of a parent not resident, in ``orphans``).  A resident block with a
+  resident child carries a *leaf hold*: one extra count in ``pins`` (so every pin-honouring
+  policy passes it over like a pinned block).  ``n_held`` counts held slots, ``n_hold_only``
+  those of them no request pins; ``n_pinned - n_hold_only`` is the slots requests pin.  The
+  serve loop reports each insert's parent (:meth:`_leaf_insert`); :meth:`_drop_slot` releases
+  the parent's hold when its last resident child leaves.
 
 Memory (the "base" of every policy's own "Memory:" paragraph): table 16 B a slot (12 with
 ``TABLE_PER_SLOT = 3``) + slot id 4 + pins 2 = 22 B a slot (18); 4 B more once an id past
@@ -31,6 +39,12 @@ array is 32-bit (links in [INT32_MIN, -2]: a capacity is below 2**31 - 1) and IN
 1 .. INT32_MAX widens the array before it is stored, so a narrow entry is negative iff it is a
 link, and no ``slot_id(slot) == id`` check (narrow entries read sign-extended) can mistake a free
 slot for a resident block.
+
+Leaf holds (``leaf`` set): slot ``s`` is held iff it is resident and ``nkids[s] > 0`` (its
+resident children; the children of a parent that is not resident are counted in ``orphans``);
+a held slot has ``pins[s] >= 1`` of which one is the hold, never dropped by a request's unpin
+(:meth:`_unpin` on a held slot with one count left is a stale request unpin: its block was
+evicted and came back since, and no-ops).
 
 Invariant: ``table`` maps id -> slot iff ``slot_id(slot) == id`` and the slot is not free; ``n_resident`` is the
 number of such slots and never exceeds ``capacity``.  Only :meth:`_take_slot` and
@@ -69,10 +83,10 @@ set it through the pointer they were given); the serve loop then fails the cache
 request (``FAIL_NOMEM``), so no approximate figure is ever reported as a result.
 """
 
-from libc.stdint cimport int64_t, int32_t, uint16_t, uint64_t, INT64_MIN, INT32_MIN
+from libc.stdint cimport int64_t, int32_t, uint8_t, uint16_t, uint64_t, INT64_MIN, INT32_MIN
 
-from shadow.sim.idtable cimport (SlotMap, SlotIds, sids_store_narrow, sids_get, slotmap_get,
-                                 slotmap_put, slotmap_del, slotmap_prefetch)
+from shadow.sim.idtable cimport (SlotMap, SlotIds, IdMap, sids_store_narrow, sids_get,
+                                 slotmap_get, slotmap_put, slotmap_del, slotmap_prefetch)
 
 
 # NOTE: pins are 16 bits (2 B/slot); a block pinned by more than PIN_SAT requests at once (never
@@ -93,6 +107,15 @@ cdef inline bint slot_is_free(const SlotIds* ids, int64_t s) noexcept nogil:
     if ids.wide != NULL:
         return ids.wide[s] < INT64_MIN + <int64_t>2147483648
     return ids.narrow[s] < 0
+
+
+cdef struct LeafState:
+    int64_t* parent        # per slot: the prefix parent id of the resident block, 0 for none
+    int32_t* pslot         # per slot: the parent's slot when last known, -1 (checked: see pyx)
+    int32_t* nkids         # per slot: resident blocks naming this one their parent (held iff > 0)
+    int64_t pend_id        # one parent not resident and its resident children, ahead of
+    int32_t pend_n         #   ``orphans`` (0: none; an id is in one of the two, never both)
+    IdMap orphans          # parent id -> resident children, for (the other) parents not resident
 
 
 cdef struct Access:
@@ -143,6 +166,9 @@ cdef class Policy:
     cdef public bint wants_request_ctx  # call set_request_ctx (set by a policy that uses it)
     cdef public bint strict_pins      # set by registry.make_policy from the module's STRICT_PINS
     cdef readonly int nomem           # 1 for good once an allocation needed mid-run failed
+    cdef LeafState* leaf              # NULL unless leaf-only eviction is on (see above)
+    cdef readonly int64_t n_held      # slots with a leaf hold
+    cdef readonly int64_t n_hold_only # held slots that no request pins (their one pin is the hold)
 
     cdef inline int64_t find(self, int64_t block_id) noexcept nogil:
         return slotmap_get(&self.table, &self.slot_ids, block_id)
@@ -179,6 +205,8 @@ cdef class Policy:
             self.n_pinned += 1
             if self.pinbits != NULL:
                 self.pinbits[slot >> 6] |= (<uint64_t>1) << (slot & 63)
+        elif p == 1 and self.leaf != NULL and self.leaf.nkids[slot] > 0:
+            self.n_hold_only -= 1         # a request pins a block held only by its leaf hold
         self.pins[slot] = p + 1
 
     cdef inline void _unpin(self, int64_t slot) noexcept nogil:
@@ -186,6 +214,10 @@ cdef class Policy:
         if p == PIN_SAT and self.n_pin_over > 0 and self._pin_over_take(slot, False):
             return
         if p > 0:
+            if p <= 2 and self.leaf != NULL and self.leaf.nkids[slot] > 0:
+                if p == 1:
+                    return                # the hold itself: a stale request unpin (see above)
+                self.n_hold_only += 1
             self.pins[slot] = p - 1
             if p == 1:
                 self.n_pinned -= 1
@@ -208,6 +240,8 @@ cdef class Policy:
         if self.slot_ids.narrow == NULL:
             return self._drop_slot_wide(slot)      # NOTE: out of line, as in _take_slot
         block_id = self.slot_ids.narrow[slot]
+        if self.leaf != NULL:
+            self._leaf_drop(slot)
         self._drop_pins(slot)
         slotmap_del(&self.table, &self.slot_ids, block_id, slot)
         self.slot_ids.narrow[slot] = <int32_t>(INT32_MIN + 1 + self.free_head)
@@ -216,6 +250,10 @@ cdef class Policy:
         return block_id
 
     cdef int _want_pinbits(self) except -1
+    cdef int _enable_leaf(self) except -1
+    cdef void _leaf_insert(self, int64_t slot, int64_t parent, int64_t pslot,
+                           int64_t cslot) noexcept nogil
+    cdef void _leaf_drop(self, int64_t slot) noexcept nogil
     cdef void _widen_ids(self) noexcept nogil
     cdef int64_t _take_slot_wide(self, int64_t block_id) noexcept nogil
     cdef int64_t _drop_slot_wide(self, int64_t slot) noexcept nogil

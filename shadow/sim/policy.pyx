@@ -2,10 +2,53 @@
 """Base class of every eviction policy; see policy.pxd for the interface and its invariant."""
 
 from libc.stdlib cimport malloc, calloc, realloc, free
-from libc.stdint cimport INT64_MIN, INT32_MIN, INT32_MAX, int32_t, uint16_t
+from libc.stdint cimport INT64_MIN, INT32_MIN, INT32_MAX, int32_t, uint8_t, uint16_t
 
-from shadow.sim.idtable cimport (slotmap_init, slotmap_free, shadow_big_malloc, shadow_big_calloc,
+from shadow.sim.idtable cimport (idmap_init, idmap_free, idmap_take, idmap_add,
+                                 slotmap_init, slotmap_free, shadow_big_malloc, shadow_big_calloc,
                                  SLOTMAP_PER_SLOT, SLOTMAP_COMPACT_MIN)
+
+
+cdef inline int32_t _orphans_take(LeafState* L, int64_t key) noexcept nogil:
+    """Remove parent ``key``'s count of resident children (0 if none) from the pending entry or
+    the map."""
+    cdef int32_t c
+    if L.pend_id == key:
+        c = L.pend_n
+        L.pend_id = 0
+        return c
+    if L.orphans.n > 0:
+        return idmap_take(&L.orphans, key)
+    return 0
+
+
+cdef inline void _orphans_add(LeafState* L, int64_t key, int32_t delta) noexcept nogil:
+    """Add ``delta`` to parent ``key``'s count of resident children (removed at 0).
+
+    NOTE: the pending entry takes a new key only while the map is empty (so the key is in
+    neither): deepest-first replay inserts a child, then its parent at once, and that pair goes
+    through the entry without a hash probe."""
+    if L.pend_id == key:
+        L.pend_n += delta
+        if L.pend_n == 0:
+            L.pend_id = 0
+        return
+    if L.pend_id == 0 and L.orphans.n == 0:
+        L.pend_id = key
+        L.pend_n = delta
+        return
+    idmap_add(&L.orphans, key, delta)
+
+
+cdef void _free_leaf(LeafState* L) noexcept:
+    """Free a leaf state (NULL, or partly allocated: its map's arrays NULL or allocated)."""
+    if L == NULL:
+        return
+    free(L.parent)
+    free(L.pslot)
+    free(L.nkids)
+    idmap_free(&L.orphans)
+    free(L)
 
 
 cdef class Policy:
@@ -62,6 +105,7 @@ cdef class Policy:
         free(self.pins)
         free(self.pinbits)
         free(self.pin_over)
+        _free_leaf(self.leaf)
 
     cdef int _want_pinbits(self) except -1:
         """Keep ``pinbits`` from now on (call from a subclass's ``__cinit__``, while nothing is
@@ -77,6 +121,114 @@ cdef class Policy:
                 if self.pins[i] > 0:
                     self.pinbits[i >> 6] |= (<uint64_t>1) << (i & 63)
         return 0
+
+    cdef int _enable_leaf(self) except -1:
+        """Turn leaf-only eviction on (an empty cache; a no-op if it is on already).
+
+        Memory: parent id 8 + parent slot 4 + child count 4 + the orphans map (``IdMap``, 24 a
+        slot: at most one parent id per resident block) = 40 B/slot, allocated here, never
+        resized."""
+        cdef LeafState* L
+        cdef int64_t i
+        if self.leaf != NULL:
+            return 0
+        if self.n_resident > 0:
+            raise ValueError("leaf-only eviction must be turned on while the cache is empty")
+        L = <LeafState*>calloc(1, sizeof(LeafState))
+        if L == NULL:
+            raise MemoryError()
+        L.parent = <int64_t*>shadow_big_calloc(self.capacity, sizeof(int64_t))
+        L.pslot = <int32_t*>shadow_big_malloc(self.capacity * sizeof(int32_t))
+        L.nkids = <int32_t*>shadow_big_calloc(self.capacity, sizeof(int32_t))
+        if L.parent == NULL or L.pslot == NULL or L.nkids == NULL:
+            _free_leaf(L)
+            raise MemoryError(f"cannot allocate the leaf state of {self.capacity} slots")
+        for i in range(self.capacity):
+            L.pslot[i] = -1
+        try:
+            idmap_init(&L.orphans, self.capacity)
+        except MemoryError:
+            _free_leaf(L)
+            raise
+        self.leaf = L
+        return 0
+
+    cdef void _leaf_insert(self, int64_t slot, int64_t parent, int64_t pslot,
+                           int64_t cslot) noexcept nogil:
+        """The block just inserted into ``slot`` has prefix parent ``parent`` (0: none, a root).
+
+        Called by the serve loop after each insert while ``leaf`` is set, with what it knows:
+        ``pslot`` the parent's slot (checked here), -1 if the parent is surely not resident,
+        -2 if unknown (then looked up); ``cslot`` a slot that may hold a child of this block
+        inserted before it (deepest-first replay: the next position), or -1.  The block takes
+        over the count of its children already resident (``pend_id`` or ``orphans``) and is held
+        if there are any; its parent counts it (held from its first resident child on).  Cost:
+        none of a hash probe in the common cases (the parent's slot known, or the parent the
+        pending entry); a probe of the orphans map while it is not empty, a table probe when
+        the parent's slot is unknown."""
+        cdef LeafState* L = self.leaf
+        cdef int64_t bid = self.slot_id(slot)
+        cdef int32_t c = 0
+        L.nkids[slot] = 0
+        c = _orphans_take(L, bid)
+        if c > 0:
+            self._pin(slot)               # NOTE: before the count, so _pin counts it as any pin
+            L.nkids[slot] = c
+            self.n_held += 1
+            if self.pins[slot] == 1:
+                self.n_hold_only += 1
+        if cslot >= 0 and L.parent[cslot] == bid:
+            L.pslot[cslot] = <int32_t>slot
+        if parent == bid:
+            parent = 0                    # NOTE: a raw trace's repeated id is no parent of itself
+        L.parent[slot] = parent
+        L.pslot[slot] = -1
+        if parent == 0:
+            return
+        if pslot == -2 or (pslot >= 0 and self.slot_id(pslot) != parent):
+            pslot = self.find(parent)
+        if pslot < 0:
+            _orphans_add(L, parent, 1)
+            return
+        L.pslot[slot] = <int32_t>pslot
+        if L.nkids[pslot] > 0:
+            L.nkids[pslot] += 1
+            return
+        self._pin(pslot)
+        L.nkids[pslot] = 1
+        self.n_held += 1
+        if self.pins[pslot] == 1:
+            self.n_hold_only += 1
+
+    cdef void _leaf_drop(self, int64_t slot) noexcept nogil:
+        """The block in ``slot`` leaves (from :meth:`_drop_slot`, before its pins go).  A held
+        block (a best-effort victim) hands its children's count to ``orphans``; its parent loses
+        a child, and its hold with the last one.  Cost: no hash probe while the parent's slot is
+        known (the common case), a table probe otherwise."""
+        cdef LeafState* L = self.leaf
+        cdef int64_t q = L.parent[slot], ps
+        cdef int32_t c = L.nkids[slot]
+        if c > 0:
+            _orphans_add(L, self.slot_id(slot), c)
+            L.nkids[slot] = 0
+            self.n_held -= 1
+            if self.pins[slot] == 1:
+                self.n_hold_only -= 1
+        if q == 0:
+            return
+        L.parent[slot] = 0
+        ps = L.pslot[slot]
+        if ps < 0 or self.slot_id(ps) != q:
+            ps = self.find(q)
+        if ps < 0:
+            _orphans_add(L, q, -1)
+            return
+        L.nkids[ps] -= 1
+        if L.nkids[ps] == 0:
+            self.n_held -= 1
+            if self.pins[ps] == 1:
+                self.n_hold_only -= 1
+            self._unpin(ps)               # NOTE: after the count, so _unpin drops it as any pin
 
     cdef void _widen_ids(self) noexcept nogil:
         """Move ``slot_ids`` to 64-bit entries for good (at the first id that does not fit 32
@@ -126,6 +278,8 @@ cdef class Policy:
     cdef int64_t _drop_slot_wide(self, int64_t slot) noexcept nogil:
         """:meth:`_drop_slot` with 64-bit slot ids."""
         cdef int64_t block_id = self.slot_ids.wide[slot]
+        if self.leaf != NULL:
+            self._leaf_drop(slot)
         self._drop_pins(slot)
         slotmap_del(&self.table, &self.slot_ids, block_id, slot)
         self.slot_ids.wide[slot] = INT64_MIN + 1 + self.free_head
@@ -220,6 +374,7 @@ cdef class Policy:
         return [self.slot_id(s) for s in range(self.capacity) if not slot_is_free(&self.slot_ids, s)]
 
     def pin_count(self, block_id: int) -> int:
+        """Request pins of a resident block (a leaf hold is not one: see :meth:`held_ids`)."""
         cdef int64_t s = self.find(block_id), i, n
         if s < 0:
             return 0
@@ -227,6 +382,8 @@ cdef class Policy:
         for i in range(self.n_pin_over):
             if self.pin_over[i].slot == s:
                 n += self.pin_over[i].extra
+        if self.leaf != NULL and self.leaf.nkids[s] > 0:
+            n -= 1
         return n
 
     def py_get(self, block_id: int, cost: int = 1, next_access: int = -1, vtime: int = 0,
@@ -279,6 +436,36 @@ cdef class Policy:
                 self._pin(s)
             else:
                 self._unpin(s)
+
+    def enable_leaf_only(self) -> None:
+        """Leaf-only eviction from now on (an empty cache): see policy.pxd, ``leaf``."""
+        self._enable_leaf()
+
+    @property
+    def leaf_only(self) -> bool:
+        return self.leaf != NULL
+
+    def held_ids(self) -> list[int]:
+        """Ids of the blocks with a leaf hold (a resident child), in slot order."""
+        cdef int64_t s
+        if self.leaf == NULL:
+            return []
+        return [self.slot_id(s) for s in range(self.capacity)
+                if not slot_is_free(&self.slot_ids, s) and self.leaf.nkids[s] > 0]
+
+    def leaf_parent(self, block_id: int) -> int:
+        """The prefix parent recorded for resident ``block_id`` (0: none); KeyError if absent."""
+        cdef int64_t s = self.find(block_id)
+        if s < 0 or self.leaf == NULL:
+            raise KeyError(block_id)
+        return self.leaf.parent[s]
+
+    def py_leaf_insert(self, block_id: int, parent: int) -> None:
+        """Report resident ``block_id``'s parent as the serve loop does after an insert."""
+        cdef int64_t s = self.find(block_id)
+        if s < 0 or self.leaf == NULL:
+            raise KeyError(block_id)
+        self._leaf_insert(s, parent, -2, -1)
 
     def py_remove(self, block_id: int) -> None:
         """Drop a resident block outside eviction (``remove``)."""

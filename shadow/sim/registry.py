@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from shadow.errors import ShadowError
-from shadow.sim.params import parse_params
+from shadow.sim.params import parse_params, split_modifiers
 
 # NOTE: order is the order of --list-algos: single queue, multi-queue, cost-aware and oracles,
 # partial-node, then the engine-exact policy.
@@ -117,6 +117,9 @@ class PolicySpec:
     #: libCacheSim's does): the same trace under other ids may differ, so tests/sim/test_slot_ids.py
     #: compares it with its reference only
     hashes_ids: bool = False
+    #: evicts leaves only, always (a radix cache: ``sglang``); the ``leaf-only`` modifier is
+    #: implied and cannot be turned off
+    leaf_only: bool = False
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -127,6 +130,8 @@ class PolicySpec:
             raise ValueError(f"weight {self.weight} must be positive")
         if self.strict_pins and not self.honours_pins:
             raise ValueError("strict_pins needs honours_pins")
+        if self.leaf_only and (not self.honours_pins or self.needs_future):
+            raise ValueError("leaf_only needs honours_pins and no future")
         parse_params(None, self.defaults, where="PolicySpec.defaults")
         parse_params(self.reference_params or None, self.defaults,
                      where="PolicySpec.reference_params")
@@ -218,10 +223,30 @@ def check_policy(name: str, params_text: str | None = None) -> PolicySpec:
     return policy_info(name).spec
 
 
+def leaf_only_wanted(name: str, spec: PolicySpec, params_text: str | None) -> tuple[str, bool]:
+    """Split the ``leaf-only`` modifier off ``params_text``: (the policy's own parameters, whether
+    it evicts leaves only).  ShadowError, naming the policy, where the modifier cannot apply: a
+    policy that does not honour pins (the holds are pins) or reads the future (an oracle's choice
+    is not a recency order to restrict), or ``leaf-only=false`` on a policy that is a radix cache."""
+    where = f"policy {name}"
+    own, given = split_modifiers(params_text, where=where)
+    leaf = bool(given.get("leaf-only", False))
+    if spec.leaf_only:
+        if given.get("leaf-only") is False:
+            raise ShadowError(f"{where}: leaf-only cannot be turned off (it evicts leaves only)")
+        return own, True
+    if leaf and (not spec.honours_pins or spec.needs_future):
+        raise ShadowError(f"{where}: leaf-only needs a policy that honours pins and reads no "
+                          f"future")
+    return own, leaf
+
+
 def make_policy(name: str, capacity: int, params_text: str | None = None):
-    """A fresh policy instance of ``capacity`` slots with parameters ``params_text`` (``k=v,...``)."""
+    """A fresh policy instance of ``capacity`` slots with parameters ``params_text`` (``k=v,...``,
+    the policy's own and the modifiers of :data:`shadow.sim.params.MODIFIERS`)."""
     mod = _module(name)
     spec = _spec(mod)
+    params_text, leaf = leaf_only_wanted(name, spec, params_text)
     params = parse_params(params_text, spec.defaults, where=f"policy {name}")
     if capacity <= 0:
         raise ShadowError(f"policy {name}: cache size must be positive, got {capacity}")
@@ -237,4 +262,6 @@ def make_policy(name: str, capacity: int, params_text: str | None = None):
     # never evicts a pinned block while an unpinned one exists (honours_pins alone may be looser:
     # node- and sample-based policies can take a pinned block with the others).
     policy.strict_pins = spec.strict_pins
+    if leaf:
+        policy.enable_leaf_only()
     return policy

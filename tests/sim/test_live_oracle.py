@@ -202,9 +202,17 @@ MODES = [pytest.param(True, True, id="verify-repeats"), pytest.param(False, Fals
 def test_admit_release_one_at_a_time_equal_the_reference(seed: int, verify: bool,
                                                          repeats: bool) -> None:
     sim, refs = _setup(verify)
+    one_at_a_time(sim, refs, _events(seed, repeats))
+    _check_coverage(sim)
+
+
+def one_at_a_time(sim: Simulator, refs: list[RefCache], events: list[Admit | Release],
+                  also=None) -> None:
+    """Apply ``events`` one at a time to ``sim`` and ``refs``, comparing after each; ``also(e)``
+    (optional) checks more after event ``e``."""
     adms: dict[int, Admission] = {}
     admitted: dict = {}
-    for e, ev in enumerate(_events(seed, repeats)):
+    for e, ev in enumerate(events):
         want = _ref_event(refs, ev, admitted)
         if isinstance(ev, Admit):
             adms[ev.key] = sim.admit(ev.ids, ev.n_match, ev.n_anonymous, ev.timestamp_s,
@@ -213,7 +221,8 @@ def test_admit_release_one_at_a_time_equal_the_reference(seed: int, verify: bool
         else:
             sim.release(adms[ev.key], ev.extra, ev.n_anonymous_final)
         _compare_states(sim, refs, f"event {e} {ev}")
-    _check_coverage(sim)
+        if also is not None:
+            also(e)
 
 
 @pytest.mark.parametrize("verify,repeats", MODES)

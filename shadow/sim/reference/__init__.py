@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 
-from shadow.sim.params import parse_params
+from shadow.sim.params import parse_params, split_modifiers
 from shadow.sim.registry import POLICIES
 
 REFERENCES: dict[str, str] = {name: f"shadow.sim.reference.{name}" for name in POLICIES}
@@ -25,6 +25,12 @@ def reference_module(name: str):
 
 
 def make_reference(name: str, capacity: int, params_text: str | None = None):
+    """A reference policy; the ``leaf-only`` modifier sets its ``leaf_only`` attribute, which
+    :class:`~shadow.sim.reference.loop.RefCache` reads (a radix-cache reference sets it itself)."""
     mod = reference_module(name)
-    params = parse_params(params_text, getattr(mod, "DEFAULTS", ""), where=f"reference {name}")
-    return mod.make(capacity, params)
+    own, given = split_modifiers(params_text, where=f"reference {name}")
+    params = parse_params(own, getattr(mod, "DEFAULTS", ""), where=f"reference {name}")
+    policy = mod.make(capacity, params)
+    if given.get("leaf-only"):
+        policy.leaf_only = True
+    return policy

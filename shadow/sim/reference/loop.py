@@ -8,6 +8,12 @@ True`` gets ``set_request_ctx(Arrival)`` once the request passes the skip check,
 :meth:`RefCache.admit` serves it but keeps its blocks pinned and its anonymous slots reserved,
 and :meth:`RefCache.release` later inserts its generated blocks and lets it go.
 
+Leaf-only eviction (a policy whose ``leaf_only`` is true): ``parent`` maps each resident block
+to its prefix parent (the previous id of the request, or generated run, that inserted it) and
+``kids`` each parent id to its resident children; a resident block with children is *held*: the
+policy gets it in its ``pinned`` set beside the request pins, so a pin-honouring policy evicts
+leaves only.  The room held by running requests is still counted from request pins alone.
+
 Invariant after every call: ``len(policy) + reserved <= capacity``.
 """
 
@@ -78,7 +84,8 @@ class RefCache:
 
     ``pins`` counts, per resident block, the holders keeping it: the arriving request's match
     hits while it is served, and every block of each admitted (live) request until its
-    release.  ``reserved`` is the anonymous slots the admitted requests hold.
+    release.  ``reserved`` is the anonymous slots the admitted requests hold.  With leaf-only
+    eviction ``parent`` and ``kids`` are the prefix tree of the resident blocks (module doc).
     """
 
     def __init__(self, policy: Any, capacity: int, *, cost_model: str | CostModel = "uniform",
@@ -97,9 +104,31 @@ class RefCache:
         self.n_eviction = self.n_self_eviction = self.n_unexpected_eviction = 0
         self.holes: list[tuple[int, int]] = []
         self.failed: str | None = None
+        self.leaf = bool(getattr(policy, "leaf_only", False))
+        self.parent: dict[int, int] = {}
+        self.kids: dict[int, int] = {}
 
     def pinned(self) -> set[int]:
         return {b for b, c in self.pins.items() if c > 0}
+
+    def held(self) -> set[int]:
+        """Resident blocks with a resident child (leaf-only eviction; empty otherwise)."""
+        p = self.policy
+        return {b for b in self.kids if p.find(b)}
+
+    def blocked(self) -> set[int]:
+        """What the policy must pass over: request pins, and leaf holds under leaf-only."""
+        return self.pinned() | self.held() if self.leaf else self.pinned()
+
+    def _leaf_insert(self, b: int, parent: int) -> None:
+        """``b`` was just inserted with prefix parent ``parent`` (0: none)."""
+        if not self.leaf:
+            return
+        if parent == b:
+            parent = 0                       # a raw trace's repeated id is no parent of itself
+        self.parent[b] = parent
+        if parent:
+            self.kids[parent] = self.kids.get(parent, 0) + 1
 
     def _pin(self, b: int) -> None:
         self.pins[b] = self.pins.get(b, 0) + 1
@@ -114,6 +143,11 @@ class RefCache:
     def _evicted(self, victim: int) -> None:
         # a block that leaves takes its pins with it (a later copy starts unpinned)
         self.pins.pop(victim, None)
+        q = self.parent.pop(victim, 0)
+        if q:
+            self.kids[q] -= 1
+            if self.kids[q] == 0:
+                del self.kids[q]
 
     def _spill_start(self) -> bool:
         """Before hits and inserts: a policy that can evict inside them (twoq, slru) reads the
@@ -122,7 +156,7 @@ class RefCache:
         if not hasattr(p, "spilled"):
             return False
         p.spilled.clear()
-        p.pinned = self.pinned()
+        p.pinned = self.blocked()
         return True
 
     def _spilled(self) -> int:
@@ -237,9 +271,9 @@ class RefCache:
                 # NOTE: like the Cython loop, a policy with a batched evict_n is asked for all the
                 # victims still needed at once (sampling policies draw one sample per batch).
                 if batched is not None:
-                    victims = [v for v in batched(acc, needed - progress, self.pinned()) if v]
+                    victims = [v for v in batched(acc, needed - progress, self.blocked()) if v]
                 else:
-                    victims = [v for v in [p.evict(acc, self.pinned())] if v]
+                    victims = [v for v in [p.evict(acc, self.blocked())] if v]
                 if not victims and hold:
                     # NOTE: as in loop.pyx the victims already taken stay evicted; the check
                     # above leaves a pin-honouring policy enough unpinned victims, so this is
@@ -275,17 +309,22 @@ class RefCache:
         for i in order:
             self.vtime += 1
             acc = Acc(ids[i], llround(costs[i]), costs[i], nxt[i], self.vtime, V0 + B, i)
+            if spills and self.leaf:
+                p.pinned = self.blocked()    # the holds move with every insert and eviction
             if p.find(ids[i]):
                 p.hit(ids[i], acc)
             else:
                 if len(p) >= limit:
-                    victim = p.evict(acc, self.pinned())
+                    victim = p.evict(acc, self.blocked())
                     assert victim, "reference policy could not evict in the access phase"
                     self._evicted(victim)
                     if spills:
                         p.pinned.discard(victim)
                     self.n_unexpected_eviction += 1
+                    if spills and self.leaf:
+                        p.pinned = self.blocked()
                 p.insert(ids[i], acc)
+                self._leaf_insert(ids[i], ids[i - 1] if i > 0 else 0)
             if spills:
                 self.n_unexpected_eviction += self._spilled()
         # 4. verify
@@ -343,33 +382,37 @@ class RefCache:
             self.vtime += 1
             c = self.cost.cost(B + i)
             acc = Acc(b, llround(c), c, -1, self.vtime, self.vtime, B + i)
+            if spills and self.leaf:
+                p.pinned = self.blocked()
             if p.find(b):
                 p.hit(b, acc)
             else:
                 if len(p) + self.reserved >= self.capacity:
-                    pinned = self.pinned()
-                    if len(p) <= len(pinned):
+                    if len(p) <= len(self.pinned()):
                         continue             # every block held by a running request: not cached
-                    victim = p.evict(acc, pinned)
+                    victim = p.evict(acc, self.blocked())
                     if not victim:
                         continue             # nothing evictable: the block is not cached
                     self._evicted(victim)
                     if spills:
                         p.pinned.discard(victim)
                     self.n_eviction += 1
+                    if spills and self.leaf:
+                        p.pinned = self.blocked()
                 p.insert(b, acc)
+                self._leaf_insert(b, extra[i - 1] if i > 0 else (ids[B - 1] if B else 0))
             if spills:
                 self.n_eviction += self._spilled()
         # the final partial block beyond the reservation: a slot each, evicting when full
         grown = 0
         for _ in range(n_anonymous_final - keep):
             if len(p) + self.reserved >= self.capacity:
-                pinned = self.pinned()
-                if len(p) <= len(pinned):
+                if len(p) <= len(self.pinned()):
                     break                    # every block held: no slot for it
                 self.vtime += 1
                 c = self.cost.cost(B + E)
-                victim = p.evict(Acc(0, llround(c), c, -1, self.vtime, self.vtime, B + E), pinned)
+                victim = p.evict(Acc(0, llround(c), c, -1, self.vtime, self.vtime, B + E),
+                                 self.blocked())
                 if not victim:
                     break                    # nothing evictable: no slot for it
                 self._evicted(victim)
