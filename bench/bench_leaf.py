@@ -7,7 +7,8 @@ order), pins on, verify on, best of 2 CPU times (``_common.loop_only``'s conditi
 replay order as a parameter).  Reports block accesses/s, the ratio of leaf-only to the policy
 itself, and the extra CPU time per eviction, ``(t_leaf - t_plain) / evictions``: leaf-only's
 bookkeeping runs once per insert and once per eviction (there are as many of each, once the
-cache is full), plus the policy's walk past held blocks.  Writes bench/out/bench_leaf.json; no thresholds (docs/performance.md).
+cache is full), plus the policy's walk past held blocks.  ``sglang`` (always leaf-only) is
+measured against lru.  Writes bench/out/bench_leaf.json; no thresholds (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -73,7 +74,14 @@ def main() -> None:
                 rows.append(dict(order=order, size=size, policy=name, plain_s=t0, leaf_s=t1,
                                  accesses=n, plain_evictions=e0, leaf_evictions=e1,
                                  ratio=t0 / t1, extra_ns_per_eviction=1e9 * (t1 - t0) / max(e1, 1)))
-            for r in rows[-len(base):]:
+            if "lru" in base:
+                t1, n, e1 = loop_run(arrays, "sglang", "", size, order)
+                t0, e0 = base["lru"]
+                rows.append(dict(order=order, size=size, policy="sglang (vs lru)", plain_s=t0,
+                                 leaf_s=t1, accesses=n, plain_evictions=e0, leaf_evictions=e1,
+                                 ratio=t0 / t1,
+                                 extra_ns_per_eviction=1e9 * (t1 - t0) / max(e1, 1)))
+            for r in rows[-len(base) - ("lru" in base):]:
                 print(f"{r['order']:14s} {r['size']:>7d} {r['policy']:16s} "
                       f"plain {r['accesses'] / r['plain_s'] / 1e6:6.1f} M/s  "
                       f"leaf {r['accesses'] / r['leaf_s'] / 1e6:6.1f} M/s  "

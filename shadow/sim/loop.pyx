@@ -50,6 +50,7 @@ from shadow.sim.policies.fifo cimport FIFO
 from shadow.sim.policies.clock cimport Clock
 from shadow.sim.policies.sieve cimport Sieve
 from shadow.sim.policies.vllm cimport VLLM
+from shadow.sim.policies.sglang cimport SGLang
 from shadow.sim.policies.s3fifo cimport S3FIFO
 from shadow.sim.policies.arc cimport ARC
 from shadow.sim.policies._ghost cimport gr_prefetch
@@ -121,6 +122,7 @@ ctypedef fused AnyPolicy:
     VLLM
     S3FIFO
     ARC
+    SGLang
     Policy
 
 
@@ -148,7 +150,7 @@ cdef inline int64_t _evict(AnyPolicy p, const Access* acc) noexcept nogil:
 
 
 cdef inline void _on_release(AnyPolicy p, int64_t slot) noexcept nogil:
-    if AnyPolicy is VLLM:
+    if AnyPolicy is VLLM or AnyPolicy is SGLang:
         p.fast_release(slot)
     elif AnyPolicy is Policy:
         p.on_release(slot)
@@ -816,10 +818,11 @@ cdef enum:
     K_VLLM = 5
     K_S3FIFO = 6
     K_ARC = 7
+    K_SGLANG = 8
 
 #: the kind of each inlined class (by exact type: a subclass takes the generic path)
 _KINDS = {LRU: K_LRU, FIFO: K_FIFO, Clock: K_CLOCK, Sieve: K_SIEVE, VLLM: K_VLLM,
-          S3FIFO: K_S3FIFO, ARC: K_ARC}
+          S3FIFO: K_S3FIFO, ARC: K_ARC, SGLang: K_SGLANG}
 
 
 cdef int64_t _dispatch(CacheRun run, const Call* c) noexcept nogil:
@@ -839,6 +842,8 @@ cdef int64_t _dispatch(CacheRun run, const Call* c) noexcept nogil:
         return _call(run, <S3FIFO>run.policy, c)
     elif kind == K_ARC:
         return _call(run, <ARC>run.policy, c)
+    elif kind == K_SGLANG:
+        return _call(run, <SGLang>run.policy, c)
     return _call(run, run.policy, c)
 
 

@@ -17,7 +17,7 @@ from shadow.errors import ShadowError
 from shadow.sim.params import parse_params, split_modifiers
 
 # NOTE: order is the order of --list-algos: single queue, multi-queue, cost-aware and oracles,
-# partial-node, then the engine-exact policy.
+# partial-node, then the engine-exact policies.
 POLICIES: dict[str, str] = {
     "lru": "shadow.sim.policies.lru",
     "mru": "shadow.sim.policies.mru",
@@ -65,6 +65,7 @@ POLICIES: dict[str, str] = {
     "session_belady": "shadow.sim.policies.session_belady",
     "session_random_compute": "shadow.sim.policies.session_random_compute",
     "vllm": "shadow.sim.policies.vllm",
+    "sglang": "shadow.sim.policies.sglang",
 }
 
 
