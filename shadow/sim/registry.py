@@ -228,7 +228,8 @@ def leaf_only_wanted(name: str, spec: PolicySpec, params_text: str | None) -> tu
     """Split the ``leaf-only`` modifier off ``params_text``: (the policy's own parameters, whether
     it evicts leaves only).  ShadowError, naming the policy, where the modifier cannot apply: a
     policy that does not honour pins (the holds are pins) or reads the future (an oracle's choice
-    is not a recency order to restrict), or ``leaf-only=false`` on a policy that is a radix cache."""
+    is not a recency order to restrict) or frees whole sessions (:func:`leaf_only_refusal`), or
+    ``leaf-only=false`` on a policy that is a radix cache."""
     where = f"policy {name}"
     own, given = split_modifiers(params_text, where=where)
     leaf = bool(given.get("leaf-only", False))
@@ -236,10 +237,21 @@ def leaf_only_wanted(name: str, spec: PolicySpec, params_text: str | None) -> tu
         if given.get("leaf-only") is False:
             raise ShadowError(f"{where}: leaf-only cannot be turned off (it evicts leaves only)")
         return own, True
-    if leaf and (not spec.honours_pins or spec.needs_future):
-        raise ShadowError(f"{where}: leaf-only needs a policy that honours pins and reads no "
-                          f"future")
+    refusal = leaf_only_refusal(spec)
+    if leaf and refusal:
+        raise ShadowError(f"{where}: leaf-only needs {refusal}")
     return own, leaf
+
+
+def leaf_only_refusal(spec: PolicySpec) -> str | None:
+    """Why ``leaf-only`` cannot apply to a policy (the end of a sentence), or None if it can."""
+    if not spec.honours_pins or spec.needs_future:
+        return "a policy that honours pins and reads no future"
+    if spec.family == "session":
+        # NOTE: the session family frees whole sessions (in on_request and in batches), which
+        # no per-block hold can restrict
+        return "a policy that evicts block by block (this one frees whole sessions)"
+    return None
 
 
 def make_policy(name: str, capacity: int, params_text: str | None = None):

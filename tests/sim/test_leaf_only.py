@@ -16,7 +16,7 @@ from shadow.errors import ShadowError
 from shadow.sim import CacheSpec, Simulator
 from shadow.sim.reference import make_reference
 from shadow.sim.reference.loop import RefCache
-from shadow.sim.registry import make_policy, policy_specs
+from shadow.sim.registry import leaf_only_refusal, make_policy, policy_specs
 from tests.sim._traces import batch_of, random_trace
 from tests.sim.policy_mixin import prefix_traces, raw_traces, run_both
 from tests.sim.test_live_oracle import CASES, _check_coverage, _events, one_at_a_time
@@ -25,8 +25,7 @@ LEAF = "leaf-only=1"
 
 
 def _takes_leaf(name: str) -> bool:
-    spec = policy_specs()[name]
-    return spec.honours_pins and not spec.needs_future
+    return leaf_only_refusal(policy_specs()[name]) is None
 
 
 #: every built policy that takes the modifier, with its reference parameters
@@ -126,14 +125,14 @@ def test_bad_modifier_value(params, message):
     assert str(e.value) == message
 
 
-def test_refused_for_oracles_and_policies_that_ignore_pins():
-    names = [n for n, s in policy_specs().items() if s.needs_future or not s.honours_pins]
-    assert names                                       # belady and belady_compute at least
+def test_refused_for_oracles_session_policies_and_policies_that_ignore_pins():
+    names = [n for n in policy_specs() if not _takes_leaf(n)]
+    assert "belady" in names and "belady_compute" in names
     for name in names:
         with pytest.raises(ShadowError) as e:
             make_policy(name, 8, LEAF)
-        assert str(e.value) == (f"policy {name}: leaf-only needs a policy that honours pins "
-                                f"and reads no future")
+        assert str(e.value) == (f"policy {name}: leaf-only needs "
+                                f"{leaf_only_refusal(policy_specs()[name])}")
         assert "\n" not in str(e.value)
 
 
