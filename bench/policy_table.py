@@ -4,8 +4,8 @@ bundled traces").
 
     .venv/bin/python bench/policy_table.py [--sizes 2k,8k,32k] [--policies lru,arc,...]
 
-The policy list is the registry's (`shadow.sim.registry.policy_specs`, in its order) unless
-`--policies` names some (lru and belady are always added: they are the reference points); each
+The policy list is the registry's built policies (`shadow.sim.registry.policy_specs`, in its
+order; an unbuilt one is left out) unless `--policies` names some (lru and belady are always added: they are the reference points); each
 trace is one `shadow simulate --no-pin` pass over every (policy, size) cache.  Prints a Markdown
 table: one row per policy, one column per (trace, size), the block hit ratio to 4 places, with a
 `*` where that is above lru's to 4 places; policies that read the future (`needs_future`) are marked
@@ -70,7 +70,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="2k,8k,32k", help="cache sizes in blocks, k suffix x1024")
     ap.add_argument("--policies", default="",
-                    help="comma list (default: every registered policy); lru and belady added")
+                    help="comma list (default: every built policy); lru and belady added")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
     from bench._common import parse_size
@@ -80,7 +80,7 @@ def main() -> None:
         chosen = set(args.policies.split(",")) | {"lru", "belady"}
         unknown = chosen - set(specs)
         if unknown:
-            sys.exit(f"policy_table: unknown policy {', '.join(sorted(unknown))}")
+            sys.exit(f"policy_table: unknown or unbuilt policy {', '.join(sorted(unknown))}")
         policies = [p for p in specs if p in chosen]
     else:
         policies = list(specs)
