@@ -10,6 +10,9 @@ slots, the ghosts B1 and B2 as two DLists over ``2n + 1`` ghost slots with their
 pair of lists shares its link arrays); the
 store-threshold tracker: a DList over ``tracker`` slots with offer counts.  Invariant: a chunk
 id is in at most one of T1, T2 (resident) and B1, B2 (ghosts); every list's tail is its oldest.
+
+:class:`ChunkChain` is tier.py's TierChain (a host tier with a disk tier behind it) over two
+ChunkTiers, with one request's flags kept by chunk position.
 """
 
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t
