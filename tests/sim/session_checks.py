@@ -85,6 +85,15 @@ class SessionMixin(PolicyMixin):
                                                    replay_order="prefix-order", batch=40)
             assert got == want and gc == wc
 
+    @pytest.mark.parametrize("capacity", [6, 15, 40])
+    def test_differential_live_sessions(self, capacity):
+        evictions = 0
+        for seed in range(6):
+            states, _ = run_live(self.NAME, self.PARAMS, capacity, seed)
+            assert states[-1].n_self_eviction == 0
+            evictions += states[-1].n_eviction
+        assert evictions > 0
+
     def test_sessionless_trace_warns_once_and_runs(self, caplog):
         rng = np.random.default_rng(7)
         reqs, rec = sliding_session_trace(rng, 60, p_none=1.0)
@@ -140,3 +149,39 @@ def at_step(steps, k: int):
         if i == k:
             return step
     raise IndexError(k)
+
+
+def run_live(name: str, params: str, capacity: int, seed: int):
+    """Live admissions (held until released, up to 4 in flight, generated blocks and a final
+    partial block at release) of a multi-turn trace in the Cython loop and the reference, checked
+    equal (counters, resident blocks, orphans) after each admission and its releases; the results
+    after each step and the reference."""
+    rng = np.random.default_rng(seed)
+    reqs, rec = sliding_session_trace(rng, 60, n_sessions=4, p_slide=0.2)
+    sim = Simulator([CacheSpec(name, capacity, params)], cost_model="position", verify=False)
+    ref = RefCache(make_reference(name, capacity, params), capacity, cost_model="position",
+                   verify=False)
+    live: list[tuple] = []
+    fresh = 10**6
+    states = []      # the Cython cache's results after each admission (equal to the reference's)
+    for i, r in enumerate(reqs):
+        na = int(rng.integers(0, 2))
+        ctx = dict(session_id=int(rec["session_id"][i]),
+                   session_next_req=int(rec["session_next_req"][i]))
+        a = sim.admit(r, n_anonymous=na, **ctx)
+        b = ref.admit(r, n_anonymous=na, **ctx)
+        live.append((a, b, r, na))
+        while live and (len(live) > 4 or rng.random() < 0.5):
+            a, b, r, na = live.pop(int(rng.integers(len(live))))
+            extra = [fresh + k for k in range(int(rng.integers(0, 3)))]
+            fresh += 10
+            fin = int(rng.integers(0, 2))
+            sim.release(a, extra, n_anonymous_final=fin)
+            if b.status == "served":
+                ref.release(r, extra, n_anonymous=na, n_anonymous_final=fin)
+        res = sim.results()[0]
+        assert {k: getattr(res, k) for k in KEYS} == {k: ref.stats()[k] for k in KEYS}, (seed, i)
+        assert sorted(sim.runs[0].policy.resident_ids()) == sorted(ref.policy.cost), (seed, i)
+        assert sim.runs[0].policy.py_orphans() == list(ref.policy.orphans), (seed, i)
+        states.append(res)
+    return states, ref
