@@ -668,6 +668,10 @@ def parse_tier_entry(entry: object, where: str, block_tokens: int) -> list[TierS
     parsed by :func:`parse_tier`, so both forms take the same checks; errors start with
     ``where``."""
     if isinstance(entry, str):
+        if ">" in entry:
+            # NOTE: a chain is parse_tiers' (offline); the connector runs single tiers
+            raise ShadowError(f"{where}: a chain (CPU>DISK) runs offline only (shadow simulate "
+                              f"--tier); give its tiers one by one here")
         return parse_tier(entry, where)
     if not isinstance(entry, Mapping):
         raise ShadowError(f"{where}: expected MEDIUM:SIZES:POLICY[:k=v,...] or a mapping, got "

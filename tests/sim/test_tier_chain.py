@@ -431,3 +431,9 @@ def test_sweep_bad_chain_refused_before_any_cell(tmp_path):
                   "cpu:8blk:lru>cpu:8blk:lru", "--out", str(tmp_path / "s"))
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "tier 2 of a chain is disk" in proc.stderr and not (tmp_path / "s").exists()
+
+
+def test_the_connectors_tier_entries_refuse_a_chain_in_one_line():
+    with pytest.raises(ShadowError, match="runs offline only") as e:
+        T.parse_tier_entry("cpu:1g:lru>disk:1t:lru", "tiers[0]", 16)
+    assert str(e.value).startswith("tiers[0]: ") and "\n" not in str(e.value)
