@@ -32,7 +32,8 @@ from typing import Any, NamedTuple
 from shadow.connector.config import ShadowConfig
 from shadow.connector.interner import BlockInterner
 from shadow.sim.live import LiveBatch
-from shadow.sim.tier import OffloadTier, TierSpec, serve_request
+from shadow.sim.tier import TierSpec
+from shadow.sim.tierloop import ChunkTier
 from shadow.sim.vllm_rules import blocks_held, full_blocks, max_hit_blocks
 
 logger = logging.getLogger(__name__)
@@ -204,13 +205,14 @@ def tier_key(key: str, tier_label: str) -> str:
 
 @dataclass(slots=True)
 class _TierRun:
-    """One offload tier behind one shadow cache (shadow.sim.tier), driven by the cache's
-    admissions in the engine's order with each admission's first-miss hit.  ``chunk_bytes``
-    is 0 when the bytes of a block are unknown (the byte counters then stay 0)."""
+    """One offload tier behind one shadow cache (shadow.sim.tierloop's compiled form of
+    shadow.sim.tier), driven by the cache's admissions in the engine's order with each
+    admission's first-miss hit.  ``chunk_bytes`` is 0 when the bytes of a block are unknown
+    (the byte counters then stay 0)."""
 
     cache: int                 # index into the configuration's caches
     spec: TierSpec
-    tier: OffloadTier
+    tier: ChunkTier
     chunk_bytes: int
     hit_tokens: int = 0
     loaded_chunks: int = 0
@@ -218,11 +220,11 @@ class _TierRun:
 
     def serve(self, ids: Sequence[int], num_tokens: int, hit_blocks: int,
               block_size: int) -> None:
-        o = serve_request(self.tier, ids, num_tokens, hit_blocks, block_size,
-                          self.spec.blocks_per_chunk)
-        self.hit_tokens += o.hit_tokens
-        self.loaded_chunks += o.loaded_chunks
-        self.stored_chunks += o.stored_chunks
+        hit, loaded, stored = self.tier.serve(ids, num_tokens, hit_blocks, block_size,
+                                              self.spec.blocks_per_chunk)
+        self.hit_tokens += hit
+        self.loaded_chunks += loaded
+        self.stored_chunks += stored
 
     def row(self) -> tuple[float, ...]:
         """The TIER_FIELDS counters."""
@@ -232,7 +234,7 @@ class _TierRun:
                 t.n_evicted, t.n_store_failed)
 
     def occupancy(self) -> int:
-        return len(self.tier.policy) * self.chunk_bytes
+        return len(self.tier) * self.chunk_bytes
 
     def capacity(self) -> int:
         return self.tier.n_chunks * self.chunk_bytes
@@ -284,8 +286,8 @@ class _Caches:
         self.tiers: list[_TierRun] = []
         for i in cfg.tier_targets:
             for t, nc in zip(cfg.tiers, cfg.tier_chunks):
-                self.tiers.append(_TierRun(i, t, OffloadTier(nc, t.policy, t.store_threshold,
-                                                             t.max_tracker_size),
+                self.tiers.append(_TierRun(i, t, ChunkTier(nc, t.policy, t.store_threshold,
+                                                           t.max_tracker_size),
                                            t.blocks_per_chunk * (cfg.bytes_per_block or 0)))
         #: cache index -> its tiers
         self.tiers_of: dict[int, list[_TierRun]] = {}
