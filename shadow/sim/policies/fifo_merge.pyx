@@ -29,13 +29,14 @@ resident (it leaves the pending list); a scan evicts its lowest unpinned pending
 none is left (every candidate pinned) and in step 2, the oldest unpinned block from the tail is
 evicted, and only with every resident block pinned the tail itself (best effort).
 
-Memory: base 22 B/slot + queue 8 (``DList``) + retain value 8 = 38 B/slot, plus 16 B per
-``n-exam`` for the scan.
+Memory: base 22 B/slot + queue 8 (``DList``) + retain value 8 = 38 B/slot, plus 36 B per
+``n-exam`` for the scan (candidates, their sort buffer, the pending list).
 """
 
 from libc.stdint cimport int64_t, int32_t, uint64_t
-from libc.stdlib cimport malloc, free, qsort
+from libc.stdlib cimport malloc, free
 
+from shadow.sim.idtable cimport SHADOW_PREFETCH, sids_addr, slotmap_prefetch
 from shadow.sim.policy cimport Policy, Access
 from shadow.sim.policies._dlist cimport (DList, dl_init, dl_free, dl_unlink, dl_push_head,
                                          dl_unpinned_tail)
@@ -63,14 +64,92 @@ cdef struct Cand:
     int32_t slot
 
 
-cdef int cmp_cand(const void* a, const void* b) noexcept nogil:
-    cdef const Cand* x = <const Cand*>a
-    cdef const Cand* y = <const Cand*>b
-    if x.metric < y.metric:
-        return -1
-    if x.metric > y.metric:
-        return 1
-    return (x.order > y.order) - (x.order < y.order)
+#: the packed scan's limits: a window of at most 2**KEY_ORDER_BITS blocks, hit counts below
+#: 2**30 (then ``1e6 * (hits + r)`` orders exactly as (hits, r) does: ``hits + r`` keeps
+#: 2**-22 of resolution, finer than r's steps of 1e-4), last-access vtimes below 2**56
+DEF KEY_ORDER_BITS = 7
+DEF KEY_R_BITS = 10
+
+
+cdef void sort_keys(uint64_t* a, uint64_t* tmp, int64_t n) noexcept nogil:
+    """Sort distinct ``a[0:n]`` ascending: a bottom-up merge sort through ``tmp`` whose merge
+    step selects without a branch (the keys compare as integers)."""
+    cdef int64_t width = 1, lo, mid, hi, i, j, k
+    cdef uint64_t* src = a
+    cdef uint64_t* dst = tmp
+    cdef uint64_t* t
+    cdef uint64_t x, y
+    cdef bint tj
+    while width < n:
+        lo = 0
+        while lo < n:
+            mid = min(lo + width, n)
+            hi = min(lo + 2 * width, n)
+            i, j, k = lo, mid, lo
+            while i < mid and j < hi:
+                x = src[i]
+                y = src[j]
+                tj = y < x
+                dst[k] = y if tj else x
+                j += tj
+                i += 1 - tj
+                k += 1
+            while i < mid:
+                dst[k] = src[i]
+                i += 1
+                k += 1
+            while j < hi:
+                dst[k] = src[j]
+                j += 1
+                k += 1
+            lo = hi
+        t = src
+        src = dst
+        dst = t
+        width *= 2
+    if src != a:
+        for i in range(n):
+            a[i] = src[i]
+
+
+cdef void sort_cands(Cand* a, Cand* tmp, int64_t n) noexcept nogil:
+    """Sort ``a[0:n]`` by metric, stably (so equal metrics keep scan order, libCacheSim's tie
+    rule): a bottom-up merge sort through ``tmp`` (n entries).  NOTE: not qsort: its comparison
+    through a function pointer was most of a scan's cost."""
+    cdef int64_t width = 1, lo, mid, hi, i, j, k
+    cdef Cand* src = a
+    cdef Cand* dst = tmp
+    cdef Cand* t
+    while width < n:
+        lo = 0
+        while lo < n:
+            mid = min(lo + width, n)
+            hi = min(lo + 2 * width, n)
+            i, j, k = lo, mid, lo
+            while i < mid and j < hi:
+                if src[j].metric < src[i].metric:
+                    dst[k] = src[j]
+                    j += 1
+                else:
+                    dst[k] = src[i]
+                    i += 1
+                k += 1
+            while i < mid:
+                dst[k] = src[i]
+                i += 1
+                k += 1
+            while j < hi:
+                dst[k] = src[j]
+                j += 1
+                k += 1
+            lo = hi
+        t = src
+        src = dst
+        dst = t
+        width *= 2
+    if src != a:
+        for i in range(n):
+            a[i] = src[i]
 
 
 cdef class FIFOMerge(Policy):
@@ -80,6 +159,10 @@ cdef class FIFOMerge(Policy):
     cdef DList q
     cdef int64_t* value          # per slot: hits (freq) or last access vtime (recency)
     cdef Cand* cand
+    cdef Cand* cand_tmp
+    cdef uint64_t* keys          # the packed scan: (value, r, scan order) per candidate
+    cdef uint64_t* keys_tmp
+    cdef int32_t* by_order       # the packed scan: slot of each scan position
     cdef int32_t* pend
     cdef int64_t n_pend
     cdef int64_t pos
@@ -98,8 +181,13 @@ cdef class FIFOMerge(Policy):
         dl_init(&self.q, capacity)
         self.value = <int64_t*>malloc(max(capacity, 1) * sizeof(int64_t))
         self.cand = <Cand*>malloc(n_exam * sizeof(Cand))
+        self.cand_tmp = <Cand*>malloc(n_exam * sizeof(Cand))
+        self.keys = <uint64_t*>malloc(n_exam * sizeof(uint64_t))
+        self.keys_tmp = <uint64_t*>malloc(n_exam * sizeof(uint64_t))
+        self.by_order = <int32_t*>malloc(n_exam * sizeof(int32_t))
         self.pend = <int32_t*>malloc(n_exam * sizeof(int32_t))
-        if self.value == NULL or self.cand == NULL or self.pend == NULL:
+        if self.value == NULL or self.cand == NULL or self.cand_tmp == NULL or self.pend == NULL \
+                or self.keys == NULL or self.keys_tmp == NULL or self.by_order == NULL:
             raise MemoryError("cannot allocate fifo_merge's arrays")
         self.n_exam = n_exam
         self.n_keep = n_keep
@@ -113,6 +201,10 @@ cdef class FIFOMerge(Policy):
         dl_free(&self.q)
         free(self.value)
         free(self.cand)
+        free(self.cand_tmp)
+        free(self.keys)
+        free(self.keys_tmp)
+        free(self.by_order)
         free(self.pend)
 
     cdef void hit(self, int64_t slot, const Access* acc) noexcept nogil:
@@ -148,24 +240,78 @@ cdef class FIFOMerge(Policy):
         """Rank the ``n_exam`` blocks from the hand on; the first ones become the pending victims."""
         cdef int32_t s = self.hand
         cdef int64_t i
+        cdef uint64_t d, v
         cdef double r
-        for i in range(self.n_exam):
-            if s < 0:
-                s = self.q.tail
-            if self.by_freq:
-                r = <double>(rng_next(&self.rng) % 1000) / 10000.0
-                self.cand[i].metric = 1.0e6 * (<double>self.value[s] + r)
-            else:
-                self.cand[i].metric = <double>self.value[s]
-            self.cand[i].order = <int32_t>i
-            self.cand[i].slot = s
-            s = self.q.prev[s]
+        cdef bint packed = self.n_exam <= (1 << KEY_ORDER_BITS)
+        if packed:
+            # NOTE: the window as integer keys (value, r's draw % 1000, scan order): their order
+            # is the (metric, scan order) order, and an integer sort merges without branches
+            for i in range(self.n_exam):
+                if s < 0:
+                    s = self.q.tail
+                v = <uint64_t>self.value[s]
+                if self.by_freq:
+                    d = rng_next(&self.rng) % 1000
+                    if v >= (<uint64_t>1 << 30):
+                        packed = False
+                    self.keys[i] = (((v << KEY_R_BITS) | d) << KEY_ORDER_BITS) | <uint64_t>i
+                else:
+                    if v >= (<uint64_t>1 << 56):
+                        packed = False
+                    self.keys[i] = (v << KEY_ORDER_BITS) | <uint64_t>i
+                self.by_order[i] = s
+                s = self.q.prev[s]
+            if not packed:
+                # NOTE: a value too large to pack (never on real traces): rank as doubles, with
+                # the draws already taken (kept in the keys)
+                for i in range(self.n_exam):
+                    s = self.by_order[i]
+                    d = (self.keys[i] >> KEY_ORDER_BITS) & ((1 << KEY_R_BITS) - 1)
+                    self.cand[i].metric = 1.0e6 * (<double>self.value[s] + <double>d / 10000.0) \
+                        if self.by_freq else <double>self.value[s]
+                    self.cand[i].order = <int32_t>i
+                    self.cand[i].slot = s
+                s = self.q.prev[self.by_order[self.n_exam - 1]] if self.n_exam else self.hand
+        else:
+            for i in range(self.n_exam):
+                if s < 0:
+                    s = self.q.tail
+                if self.by_freq:
+                    r = <double>(rng_next(&self.rng) % 1000) / 10000.0
+                    self.cand[i].metric = 1.0e6 * (<double>self.value[s] + r)
+                else:
+                    self.cand[i].metric = <double>self.value[s]
+                self.cand[i].order = <int32_t>i
+                self.cand[i].slot = s
+                s = self.q.prev[s]
         self.hand = s
-        qsort(self.cand, self.n_exam, sizeof(Cand), cmp_cand)
         self.n_pend = max(self.n_exam - self.n_keep - 1, 1)
-        for i in range(self.n_pend):
-            self.pend[i] = self.cand[i].slot
+        if packed:
+            sort_keys(self.keys, self.keys_tmp, self.n_exam)
+            for i in range(self.n_pend):
+                self.pend[i] = self.by_order[self.keys[i] & ((1 << KEY_ORDER_BITS) - 1)]
+        else:
+            sort_cands(self.cand, self.cand_tmp, self.n_exam)
+            for i in range(self.n_pend):
+                self.pend[i] = self.cand[i].slot
         self.pos = 0
+
+    cdef inline void _prefetch_pending(self) noexcept nogil:
+        """Start loading what the next pending victims' evictions touch: the next one's links
+        and resident-table entry, and the one after it's id and pin count.  NOTE: the pending
+        victims lie anywhere in the queue; from 128k slots each eviction's reads missed."""
+        cdef int32_t n
+        if self.pos < self.n_pend:
+            n = self.pend[self.pos]
+            if n >= 0:
+                SHADOW_PREFETCH(&self.q.prev[n])
+                SHADOW_PREFETCH(&self.q.next[n])
+                slotmap_prefetch(&self.table, self.slot_id(n))
+        if self.pos + 1 < self.n_pend:
+            n = self.pend[self.pos + 1]
+            if n >= 0:
+                SHADOW_PREFETCH(sids_addr(&self.slot_ids, n))
+                SHADOW_PREFETCH(&self.pins[n])
 
     cdef int64_t evict(self, const Access* acc) noexcept nogil:
         cdef int32_t s
@@ -173,6 +319,7 @@ cdef class FIFOMerge(Policy):
             return 0
         s = self._next_pending()
         if s >= 0:
+            self._prefetch_pending()
             return self._leave(s)
         if self.n_resident <= self.n_exam:
             self.hand = -1
@@ -180,6 +327,7 @@ cdef class FIFOMerge(Policy):
             self._scan()
             s = self._next_pending()
             if s >= 0:
+                self._prefetch_pending()
                 return self._leave(s)
         return self._leave(dl_unpinned_tail(&self.q, self.pins))
 
