@@ -105,3 +105,18 @@ def test_conversation_hit_ratio_as_libcachesim_describes():
     for c in SIZES:
         assert got[("fifo_merge", "n-exam=16384", c)] == got[("fifo", "", c)]
         assert got[("fifo_merge", "", c)][0] > got[("fifo", "", c)][0]
+
+
+@pytest.mark.parametrize("pin", [True, False])
+@pytest.mark.parametrize("params", ["n-exam=40,n-keep=10", "n-exam=100,retain-policy=recency",
+                                    "n-exam=128,n-keep=0", "n-exam=200,n-keep=150"])
+def test_each_ranking_path_equals_the_reference(params, pin):
+    """A scan ranks small windows by insertion, windows of 32-128 blocks by a radix sort of
+    packed keys and larger ones as doubles: each path against the reference, request by request,
+    in a cache large enough that scans happen."""
+    from tests.sim.policy_mixin import run_both
+
+    got, want, gc, wc, _sim, _ref = run_both("fifo_merge", params, 600, conversation()[:1500],
+                                             pin=pin)
+    assert got == want and gc == wc
+    assert gc["n_eviction"] > 1000

@@ -72,41 +72,53 @@ DEF KEY_R_BITS = 10
 
 
 cdef void sort_keys(uint64_t* a, uint64_t* tmp, int64_t n) noexcept nogil:
-    """Sort distinct ``a[0:n]`` ascending: a bottom-up merge sort through ``tmp`` whose merge
-    step selects without a branch (the keys compare as integers)."""
-    cdef int64_t width = 1, lo, mid, hi, i, j, k
+    """Sort ``a[0:n]``, given in scan order (each key's low ``KEY_ORDER_BITS`` are its index),
+    ascending: a least-significant-digit radix sort of the bits above the index, 8 at a time
+    through ``tmp``, stable, so equal values keep scan order (the index digit needs no pass);
+    only as many passes as the keys' highest set bit needs (2 while hits < 64).  Windows under
+    32 blocks sort by insertion."""
+    cdef uint64_t top = 0
+    cdef int64_t i, shift = KEY_ORDER_BITS
+    cdef int64_t count[256]
+    cdef int64_t d, run, c
     cdef uint64_t* src = a
     cdef uint64_t* dst = tmp
     cdef uint64_t* t
-    cdef uint64_t x, y
-    cdef bint tj
-    while width < n:
-        lo = 0
-        while lo < n:
-            mid = min(lo + width, n)
-            hi = min(lo + 2 * width, n)
-            i, j, k = lo, mid, lo
-            while i < mid and j < hi:
-                x = src[i]
-                y = src[j]
-                tj = y < x
-                dst[k] = y if tj else x
-                j += tj
-                i += 1 - tj
-                k += 1
-            while i < mid:
-                dst[k] = src[i]
-                i += 1
-                k += 1
-            while j < hi:
-                dst[k] = src[j]
-                j += 1
-                k += 1
-            lo = hi
+    cdef uint64_t x
+    cdef int64_t j
+    if n < 32:
+        # NOTE: a radix pass costs its 256 counters: small windows sort by insertion (the keys
+        # are distinct: their index bits)
+        for i in range(1, n):
+            x = a[i]
+            j = i - 1
+            while j >= 0 and a[j] > x:
+                a[j + 1] = a[j]
+                j -= 1
+            a[j + 1] = x
+        return
+    for i in range(n):
+        top |= a[i]
+    top >>= KEY_ORDER_BITS
+    while top:
+        for d in range(256):
+            count[d] = 0
+        for i in range(n):
+            count[(src[i] >> shift) & 255] += 1
+        run = 0
+        for d in range(256):
+            c = count[d]
+            count[d] = run
+            run += c
+        for i in range(n):
+            d = (src[i] >> shift) & 255
+            dst[count[d]] = src[i]
+            count[d] += 1
         t = src
         src = dst
         dst = t
-        width *= 2
+        shift += 8
+        top >>= 8
     if src != a:
         for i in range(n):
             a[i] = src[i]
