@@ -110,7 +110,12 @@ def test_dashboard_and_rules_on_a_live_engine(tmp_path: Path) -> None:
                 return (len(per_job) == 2 and all(float(r["value"][1]) == sent for r in per_job)
                         and scalar(prom, "max(shadow_requests_total)") == sent
                         and scalar(prom, "count(shadow:block_hit_ratio:rate5m >= 0)") > 0
-                        and scalar(prom, "count(shadow:engine_prefix_hit_ratio:rate5m >= 0)") > 0)
+                        and scalar(prom, "count(shadow:engine_prefix_hit_ratio:rate5m >= 0)") > 0
+                        # NOTE: the tier rows come with a later snapshot of the worker; their rates
+                        # need two scrapes of them too (a loaded clean-clone run checked before)
+                        and scalar(prom, "count(shadow:tier_hit_tokens:rate5m >= 0)") > 0
+                        and scalar(prom, "count(shadow:gpu_plus_tier_token_hit_ratio:rate5m >= 0)")
+                        > 0)
             prom.wait_for(f"{sent} requests in both scrape jobs", settled, timeout_s=90)
 
             exposed = set(parse_prometheus(http_get(url + "/metrics")).keys())
