@@ -175,7 +175,7 @@ def _recording_batches(path: str):
     directory of the connector's segments (``.partial`` ones read up to their last flush)."""
     import os
 
-    from shadow.connector.recorder import list_segments
+    from shadow.trace.segments import list_segments
     from shadow.trace import open_trace
 
     paths = list_segments(path) if os.path.isdir(path) else [path]

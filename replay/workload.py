@@ -22,7 +22,7 @@ from typing import Iterator
 import numpy as np
 
 from shadow.errors import ShadowError
-from shadow.connector.recorder import PREEMPTED_TYPE
+from shadow.trace.segments import PREEMPTED_TYPE
 
 logger = logging.getLogger(__name__)
 

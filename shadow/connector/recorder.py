@@ -6,9 +6,8 @@ segment is never half-written.  After every request (or at most every ``flush_ms
 the worker goes idle) the zstd stream is flushed, so a kill -9 leaves the ``.partial`` segment
 readable up to its last flushed complete request (``shadow convert`` reads it as truncated).
 
-Segment names sort in time order and say which engine wrote them::
-
-    shadow-e<engine_id>-dp<rank>-<UTC yyyymmddThhmmssZ>-<seq:06d>.lcp.zst[.partial]
+Segment names sort in time order and say which engine wrote them (the format and its listing:
+:mod:`shadow.trace.segments`).
 
 Neither tokens nor hashes are written: only dense block ids (see :mod:`.interner`), times and
 lengths, and the sessions, turns and parents inferred from prefix continuation
@@ -23,45 +22,13 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import time
 from collections.abc import Callable
 
+from shadow.trace.segments import TYPE_NAMES, segment_name, segment_prefix
 from shadow.trace.sessions import DEFAULT_SESSION_WINDOW, INFERRED_FIELDS, SessionInferrer
 
 logger = logging.getLogger(__name__)
-
-SEGMENT_SUFFIX = ".lcp.zst"
-#: The recording's request type of an admission that ended in a preemption (type_id 1): the
-#: request was admitted again later, which is a record of its own (type_id 0).
-PREEMPTED_TYPE = "preempted"
-#: The segments' request type table (``type_names[k - 1]`` names ``type_id`` k).
-TYPE_NAMES = (PREEMPTED_TYPE,)
-PARTIAL_SUFFIX = ".partial"
-_NAME = re.compile(r"^shadow-e(?P<engine>[A-Za-z0-9_.-]+?)-dp(?P<rank>\d+)-(?P<ts>\d{8}T\d{6}Z)-"
-                   r"(?P<seq>\d{6})\.lcp\.zst(?P<partial>\.partial)?$")
-
-
-def _safe(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.]", "_", text) or "0"
-
-
-def segment_sort_key(name: str) -> tuple:
-    """Order segment file names by engine, rank, start time and sequence number."""
-    m = _NAME.match(os.path.basename(name))
-    if not m:
-        return ("", 0, "", 0, name)
-    return (m["engine"], int(m["rank"]), m["ts"], int(m["seq"]), name)
-
-
-def list_segments(directory: str, *, include_partial: bool = True) -> list[str]:
-    """The recording's segment paths in ``directory``, in time order per engine."""
-    out = []
-    for n in os.listdir(directory):
-        m = _NAME.match(n)
-        if m and (include_partial or not m["partial"]):
-            out.append(os.path.join(directory, n))
-    return sorted(out, key=segment_sort_key)
 
 
 class Recorder:
@@ -74,7 +41,7 @@ class Recorder:
                  session_window: int = DEFAULT_SESSION_WINDOW) -> None:
         self.directory = directory
         self.block_size = int(block_size)
-        self.prefix = f"shadow-e{_safe(str(engine_id))}-dp{int(dp_rank)}"
+        self.prefix = segment_prefix(engine_id, dp_rank)
         self.max_bytes = int(max_bytes)
         self.max_seconds = float(max_seconds)
         self.flush_s = float(flush_ms) / 1000.0
@@ -112,7 +79,8 @@ class Recorder:
     def write(self, t_start_s: float, t_done_s: float, input_length: int, output_length: int,
               block_ids: list[int], type_id: int = 0) -> int | None:
         """Record one finished request (``type_id`` 1: an admission that ended in a preemption,
-        :data:`PREEMPTED_TYPE`); the compressed bytes it added (None when off)."""
+        :data:`shadow.trace.segments.PREEMPTED_TYPE`); the compressed bytes it added (None when
+        off)."""
         if not self.enabled:
             return None
         try:
@@ -165,8 +133,7 @@ class Recorder:
 
     # -- internals ----------------------------------------------------------------------------
     def _open(self, now: float) -> None:
-        ts = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
-        name = f"{self.prefix}-{ts}-{self._seq:06d}{SEGMENT_SUFFIX}"
+        name = segment_name(self.prefix, now, self._seq)
         self._seq += 1
         path = os.path.join(self.directory, name)
         self._w = self._writer_cls(path, block_size_tokens=self.block_size, producer=self.producer,

@@ -114,7 +114,7 @@ def test_shadow_vllm_policy_reproduces_engine_hits(tmp_path):
     assert payload[P.ENGINE]["engine_hit_tokens"] == sum(engine_hits)
 
     # The recording, joined by `shadow convert`, replays through the simulator to the same hits.
-    from shadow.connector.recorder import list_segments
+    from shadow.trace.segments import list_segments
 
     segs = list_segments(str(rec_dir), include_partial=False)
     assert segs and not list_segments(str(rec_dir))[len(segs):]  # clean shutdown: no .partial

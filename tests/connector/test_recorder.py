@@ -14,8 +14,9 @@ import textwrap
 
 import pytest
 
-from shadow.connector.recorder import (PARTIAL_SUFFIX, Recorder, _NAME, list_segments,
-                                       segment_sort_key)
+from shadow.connector.recorder import Recorder
+from shadow.trace.segments import PARTIAL_SUFFIX, list_segments, segment_sort_key
+from shadow.trace.segments import SEGMENT_NAME_RE as _NAME
 from tests.vllm_support import REPO_ROOT
 
 

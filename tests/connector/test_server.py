@@ -156,7 +156,7 @@ def test_openai_server_metrics_recording_and_kill_9(tmp_path):
         os.killpg(url.proc.pid, signal.SIGKILL)
         url.proc.wait(timeout=30)
 
-    from shadow.connector.recorder import PARTIAL_SUFFIX, list_segments
+    from shadow.trace.segments import PARTIAL_SUFFIX, list_segments
 
     segs = list_segments(str(rec_dir))
     finished = [s for s in segs if not s.endswith(PARTIAL_SUFFIX)]

@@ -12,9 +12,10 @@ import sys
 import numpy as np
 import pytest
 
-from shadow.connector.recorder import Recorder, list_segments
+from shadow.connector.recorder import Recorder
 from shadow.trace.annotate import TraceArrays
 from shadow.trace.convert import load_lcp, write_lcp
+from shadow.trace.segments import list_segments
 from shadow.trace.sessions import INFERRED_FIELDS
 from tests.vllm_support import (REPO_ROOT, inprocess_llm, random_token_ids,
                                 tiny_model_path, vllm_available)

@@ -104,7 +104,7 @@ def serve_concurrently(batch: int, rec_dir: Path, *, policies=POLICIES, capaciti
 
 def join_recording(rec_dir: Path, out: Path) -> Path:
     """``shadow convert`` of every segment in ``rec_dir`` into ``out``."""
-    from shadow.connector.recorder import list_segments
+    from shadow.trace.segments import list_segments
 
     segs = list_segments(str(rec_dir))
     assert segs

@@ -54,7 +54,7 @@ def test_replaying_a_recording_sends_a_preempted_request_once(tmp_path):
     import numpy as np
 
     from replay.workload import load_requests
-    from shadow.connector.recorder import TYPE_NAMES
+    from shadow.trace.segments import TYPE_NAMES
     from shadow.trace import Batch, LcpWriter
     from shadow.trace.format import RECORD_DTYPE
 
