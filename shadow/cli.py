@@ -8,6 +8,7 @@ fast and a subcommand's heavy imports (matplotlib, ray) load only when it runs:
 ``shadow stat``       :mod:`shadow.trace.commands`
 ``shadow synth``      :mod:`shadow.trace.commands`
 ``shadow simulate``   :mod:`shadow.sim.commands`
+``shadow mrc``        :mod:`shadow.sim.mrc.commands`
 ``shadow sweep``      :mod:`shadow.sweep.commands`
 ``shadow plot``       :mod:`shadow.sweep.commands`
 ====================  =====================================
@@ -34,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "stat": "shadow.trace.commands:stat",
     "synth": "shadow.trace.commands:synth",
     "simulate": "shadow.sim.commands:simulate",
+    "mrc": "shadow.sim.mrc.commands:mrc",
     "sweep": "shadow.sweep.commands:sweep",
     "plot": "shadow.sweep.commands:plot",
 }
