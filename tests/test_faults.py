@@ -93,6 +93,7 @@ def _argv(command: str, data: Data, out: Path) -> list[str]:
                         str(out / "r.txt")],
         "simulate --dump-holes": ["simulate", "-t", str(data.small), "-c", "1k", "-a", "lru",
                                   "--dump-holes", str(out)],
+        "mrc -o": ["mrc", "-t", str(data.small), "-o", str(out / "curve.csv")],
         "sweep --out": ["sweep", "-t", str(data.small), "-a", "lru", "-c", "1k", "--out",
                         str(out / "sw"), "-j", "1"],
         "plot --out": ["plot", str(data.sweep), "--out", str(out / "plots")],
@@ -100,7 +101,7 @@ def _argv(command: str, data: Data, out: Path) -> list[str]:
 
 
 COMMANDS = ["convert jsonl->lcp", "convert lcp->lcp", "convert lcp->jsonl", "simulate -o",
-            "simulate --dump-holes", "sweep --out", "plot --out"]
+            "simulate --dump-holes", "mrc -o", "sweep --out", "plot --out"]
 #: Commands that create a missing output directory (so a missing one is no fault for them).
 CREATE_DIRS = {"sweep --out", "plot --out"}
 FAULTS = ["missing directory", "under a regular file", "read-only directory", "disk full"]
