@@ -182,6 +182,7 @@ def worker_round(reqs: list, batch_max: int, extra: dict | None = None) -> dict:
     ``Simulator.serve_live`` call (1: one call per request per cache, the old pattern)."""
     from shadow.connector import worker as wmod
     from shadow.connector.config import parse_extra_config
+    from shadow.connector.schema import CACHE_FIELDS
 
     B = 512  # the bundled Mooncake trace's tokens per block
     # NOTE: engine capacity chosen so the 4 capacities span "thrashing" to "holds most"
@@ -204,7 +205,7 @@ def worker_round(reqs: list, batch_max: int, extra: dict | None = None) -> dict:
     cpu = time.process_time() - c0
     w.stop()
     snap = w.snapshot
-    li = wmod.CACHE_FIELDS.index("block_lookups")
+    li = CACHE_FIELDS.index("block_lookups")
     lookups = sum(row[li] for row in snap.caches)
     admitted_blocks = sum(len(h) for h, _ in reqs) * len(snap.caches)
     return {"batch_max": batch_max, "caches": len(snap.caches),

@@ -45,10 +45,10 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (KVConnectorBase_V
                                                                KVConnectorRole, SupportsHMA)
 
 from shadow.connector.config import ShadowConfig, parse_extra_config
-from shadow.connector.metrics import (ENGINE_FIELDS, Payload, ShadowCollector, ShadowPromMetrics,
-                                      ShadowStats, rows_delta, start_endpoint, stopped_delta)
-from shadow.connector.worker import (Admit, Preempt, Release, Reset, CACHE_FIELDS, Prediction,
-                                     ShadowWorker, Step)
+from shadow.connector.metrics import (ShadowCollector, ShadowPromMetrics, ShadowStats,
+                                      start_endpoint)
+from shadow.connector.schema import PayloadDelta, cumulative_payload, empty_payload
+from shadow.connector.worker import Admit, Preempt, Prediction, Release, Reset, ShadowWorker, Step
 from shadow.errors import ShadowError
 from shadow.sim.vllm_rules import full_blocks, max_hit_blocks, partial_tail_blocks
 
@@ -116,6 +116,10 @@ class _HookCounters:
         self.observed = self.dropped = self.errors = 0
         self.engine_query = self.engine_hit = 0
 
+    def row(self) -> tuple[int, ...]:
+        """The values in ``schema.HOOK_FIELDS`` order."""
+        return (self.observed, self.dropped, self.errors, self.engine_query, self.engine_hit)
+
 
 class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
     """Observer connector running shadow prefix caches in lockstep with the engine."""
@@ -161,6 +165,7 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
                                           f"block_size {self.block_size}; "
                                           f"hash {self._hash_algo(vllm_config)}"))
         self._worker = ShadowWorker(self.cfg, recorder=recorder)
+        self._delta = PayloadDelta(self.cfg.engine_blocks)
         self._shadow_on = True
         self.model_name = self._model_name(vllm_config)
         if self.cfg.metrics_port is not None:
@@ -413,80 +418,21 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
     def cumulative_payload(self) -> dict[str, Any]:
         """Cumulative counters of this engine (the own endpoint's values)."""
         if self._worker is None:
-            return {Payload.CACHES: {}, Payload.ENGINE: {}, Payload.RECORDING: 0,
-                    Payload.CAPACITY: 0, Payload.STOPPED: {}}
-        snap = self._worker.snapshot
-        c = self.counters
-        rec_req, rec_bytes, worker_err = snap.worker
-        return {
-            Payload.CACHES: {k: list(row) for k, row in zip(snap.cache_keys, snap.caches)},
-            Payload.ENGINE: {"observed_requests": c.observed, "dropped_requests": c.dropped,
-                  "recorded_requests": rec_req, "recorded_bytes": rec_bytes,
-                  "errors": c.errors + worker_err, "engine_query_tokens": c.engine_query,
-                  "engine_hit_tokens": c.engine_hit},
-            Payload.RECORDING: snap.recording_enabled,
-            Payload.CAPACITY: self.cfg.engine_blocks,
-            Payload.STOPPED: dict(zip(snap.cache_keys, snap.stopped)),
-            Payload.TIERS: {k: list(row) for k, row in zip(snap.tier_keys, snap.tiers)},
-            Payload.TIER_OCCUPANCY: dict(zip(snap.tier_keys, snap.tier_occupancy)),
-            Payload.TIER_CAPACITY: dict(zip(snap.tier_keys, snap.tier_capacity)),
-        }
+            return empty_payload()
+        return cumulative_payload(self._worker.snapshot, self.counters.row(),
+                                  self.cfg.engine_blocks)
 
     def get_kv_connector_stats(self) -> ShadowStats | None:
         if not self._shadow_on:
             return None
         try:
             # NOTE: called every engine step, on the engine's thread; the worker publishes a new
-            # snapshot object only after a batch, so most steps find nothing new and return here
-            c = self.counters
-            key = (c.observed, c.dropped, c.errors, c.engine_query, c.engine_hit)
-            snap = self._worker.snapshot
-            if snap is self._last_snap and key == self._last_key:
-                return None
-            # NOTE: the delta is built from the snapshot's rows directly (no cumulative payload
-            # of lists first), and caches whose counters did not move are left out of it
-            prev = self._last_snap
-            rows = rows_delta(snap.cache_keys, snap.caches,
-                              None if prev is None else prev.caches)
-            stopped = stopped_delta(snap.cache_keys, snap.stopped,
-                                    None if prev is None else prev.stopped)
-            tier_keys = snap.tier_keys
-            if tier_keys:
-                # NOTE: only with tiers configured; the row deltas, then the occupancy and the
-                # capacity as states (every tier in the first payload, then changes only)
-                tiers = rows_delta(tier_keys, snap.tiers, None if prev is None else prev.tiers)
-                occ = stopped_delta(tier_keys, snap.tier_occupancy,
-                                    None if prev is None else prev.tier_occupancy)
-                tcap = stopped_delta(tier_keys, snap.tier_capacity,
-                                     None if prev is None else prev.tier_capacity)
-            rec_req, rec_bytes, worker_err = snap.worker
-            e_now = (c.observed, c.dropped, rec_req, rec_bytes, c.errors + worker_err,
-                     c.engine_query, c.engine_hit)
-            e_prev = self._last_e
-            self._last_snap, self._last_key, self._last_e = snap, key, e_now
-            e = dict(zip(ENGINE_FIELDS, [a - b for a, b in zip(e_now, e_prev)]))
-            rec = snap.recording_enabled
-            # NOTE: the first payload always goes out, so the gauges appear before traffic
-            if (rec == self._last_rec_sent and e_now == e_prev and not stopped
-                    and not any(any(r) for r in rows.values())
-                    and not (tier_keys and (occ or tcap or any(any(r) for r in tiers.values())))):
-                return None
-            self._last_rec_sent = rec
-            data = {Payload.CACHES: rows, Payload.ENGINE: e, Payload.RECORDING: rec,
-                    Payload.CAPACITY: self.cfg.engine_blocks, Payload.STOPPED: stopped}
-            if tier_keys:
-                data[Payload.TIERS] = tiers
-                data[Payload.TIER_OCCUPANCY] = occ
-                data[Payload.TIER_CAPACITY] = tcap
-            return ShadowStats(data=data)
+            # snapshot object only after a batch, so most steps find nothing new and return early
+            data = self._delta.next(self._worker.snapshot, self.counters.row())
+            return None if data is None else ShadowStats(data=data)
         except Exception as exc:  # noqa: BLE001
             self._error("get_kv_connector_stats", exc)
             return None
-
-    _last_rec_sent: int = -1
-    _last_snap: Any = None
-    _last_key: tuple = ()
-    _last_e: tuple = (0,) * 7
 
     @classmethod
     def build_kv_connector_stats(cls, data: dict[str, Any] | None = None) -> ShadowStats | None:
@@ -528,7 +474,7 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
             raise KeyError(key)
         from shadow.sim.vllm_pool import VllmBlockPool
 
-        run = self._worker._sim.runs[list(self._worker.keys).index(key)]
+        run = self._worker.cache_state(key)
         if not isinstance(run, VllmBlockPool):
             raise KeyError(f"{key} is not a vllm cache")
         return run
@@ -571,4 +517,4 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
         return None
 
 
-__all__ = ["ShadowConnector", "ShadowConnectorMetadata", "INSTANCES", "CACHE_FIELDS"]
+__all__ = ["ShadowConnector", "ShadowConnectorMetadata", "INSTANCES"]

@@ -31,6 +31,8 @@ from typing import Any, NamedTuple
 
 from shadow.connector.config import ShadowConfig
 from shadow.connector.interner import BlockInterner
+from shadow.connector.schema import (CACHE_FIELDS, TIER_FIELDS, WORKER_FIELDS, Snapshot,
+                                     cache_key, tier_key)
 from shadow.sim.live import LiveBatch
 from shadow.sim.tier import TierSpec
 from shadow.sim.tierloop import ChunkTier
@@ -94,16 +96,6 @@ POOL_POLICY = "vllm"
 #: Events served per ``Simulator.serve_live`` call (and per counter snapshot).
 BATCH_MAX = 256
 
-#: Per-cache cumulative counters, in snapshot order (Prometheus names add ``shadow_`` / ``_total``).
-CACHE_FIELDS = ("requests", "skipped_requests", "block_lookups", "block_hits",
-                "block_prefix_hits", "cost_lookup", "cost_saved", "cost_prefix_saved",
-                "query_tokens", "prefix_hit_tokens", "evictions", "self_evictions")
-#: Per (cache, tier) cumulative counters, in snapshot order (Prometheus: ``shadow_tier_<f>_total``).
-TIER_FIELDS = ("hit_tokens", "loaded_bytes", "stored_bytes", "evictions", "store_failures")
-#: Per-engine cumulative counters kept by the worker thread.
-WORKER_FIELDS = ("recorded_requests", "recorded_bytes", "worker_errors")
-
-
 @dataclass(frozen=True)
 class Prediction:
     """What the shadow caches predicted for one admitted request (the in-memory log)."""
@@ -164,24 +156,6 @@ class _InFlight:
 _SIM_EVENTS = (Admit, Release, Preempt, Step)
 
 
-@dataclass(frozen=True)
-class Snapshot:
-    """Cumulative worker-side counters at one moment (immutable; swapped by reference)."""
-
-    cache_keys: tuple[str, ...]
-    caches: tuple[tuple[float, ...], ...]
-    worker: tuple[float, ...]
-    recording_enabled: int
-    #: per cache, 1 while it is stopped (it failed: out of memory mid-request, say; its counters
-    #: freeze and the log says why), 0 while it serves; a reset starts every cache afresh
-    stopped: tuple[int, ...]
-    #: per (cache, tier) pair (:func:`tier_key`): TIER_FIELDS counters, bytes held, capacity bytes
-    tier_keys: tuple[str, ...] = ()
-    tiers: tuple[tuple[float, ...], ...] = ()
-    tier_occupancy: tuple[int, ...] = ()
-    tier_capacity: tuple[int, ...] = ()
-
-
 #: The CACHE_FIELDS columns the worker counts itself (tokens), not the cache: a reset leaves
 #: them alone, while the cache's own counters go on from a base.
 TOKEN_COLUMNS = (CACHE_FIELDS.index("query_tokens"), CACHE_FIELDS.index("prefix_hit_tokens"))
@@ -192,15 +166,6 @@ def counter_row(r: Any, query_tokens: float, prefix_hit_tokens: float) -> tuple[
     return (r.n_req, r.n_req_skipped, r.n_blocks, r.n_hits, r.n_prefix_hits, r.total_cost,
             r.saved_cost, r.prefix_saved_cost, query_tokens, prefix_hit_tokens, r.n_eviction,
             r.n_self_eviction)
-
-
-def cache_key(label: str, capacity: int) -> str:
-    return f"{label}|{capacity}"
-
-
-def tier_key(key: str, tier_label: str) -> str:
-    """``"vllm|27"``, ``"cpu:4g:lru"`` -> ``"vllm|27|cpu:4g:lru"`` (tier labels hold no ``|``)."""
-    return f"{key}|{tier_label}"
 
 
 @dataclass(slots=True)
@@ -388,6 +353,17 @@ class ShadowWorker:
         release, or within its 0.5 s idle wait.
         """
         self.queue.append(event)
+
+    # -- readers (any thread) -----------------------------------------------------------------
+    def cache_state(self, key: str) -> Any:
+        """The live object behind cache ``key`` (a ``VllmBlockPool`` for a ``vllm`` cache, the
+        simulator's ``CacheRun`` otherwise), for reading its state in process after
+        :meth:`flush`; KeyError for an unknown key."""
+        try:
+            i = self.keys.index(key)
+        except ValueError:
+            raise KeyError(key) from None
+        return self._sim.runs[i]
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:

@@ -54,7 +54,7 @@ def test_shadow_vllm_policy_reproduces_engine_hits(tmp_path):
     from vllm.config import KVTransferConfig
 
     from shadow.connector.connector import INSTANCES
-    from shadow.connector.metrics import Payload as P
+    from shadow.connector.schema import Payload as P
 
     rec_dir = tmp_path / "rec"
     # NOTE: with an offload tier behind every cache: a tier never changes a tier-1 figure
@@ -141,8 +141,7 @@ def test_shadow_vllm_policy_reproduces_engine_hits(tmp_path):
     # The tier behind every cache, the engine-capacity vllm pool's included (one request at a
     # time, offline --timing recorded serves vllm as the pool did), equals offline
     # `simulate --timing recorded --tier` of the recording.
-    from shadow.connector.metrics import split_tier_key
-    from shadow.connector.worker import TIER_FIELDS
+    from shadow.connector.schema import TIER_FIELDS, split_tier_key
 
     r = subprocess.run([sys.executable, "-m", "shadow", "simulate", "-t", str(joined),
                         "-a", "vllm,lru", "-c", ",".join(map(str, conn.cfg.capacities)),

@@ -112,7 +112,7 @@ class Driver:
 
     def assert_exact(self, *, per_request: bool = True) -> dict:
         """Every step's pool equal; per request, shadow == engine; the counters agree."""
-        from shadow.connector.metrics import Payload as P
+        from shadow.connector.schema import Payload as P
 
         assert not self.diffs, f"{len(self.diffs)} steps differ; first: {self.diffs[:2]}"
         conn = self.conn

@@ -10,11 +10,10 @@ from types import SimpleNamespace
 
 from prometheus_client import REGISTRY, Counter, CollectorRegistry
 
-from shadow.connector.metrics import Payload as P
-from shadow.connector.metrics import (ENGINE_FIELDS, ShadowCollector, ShadowPromMetrics,
-                                      ShadowStats, _fast_inc, rows_delta, start_endpoint,
-                                      stopped_delta)
-from shadow.connector.worker import CACHE_FIELDS
+from shadow.connector.metrics import (ShadowCollector, ShadowPromMetrics, ShadowStats,
+                                      _fast_inc, start_endpoint)
+from shadow.connector.schema import Payload as P
+from shadow.connector.schema import CACHE_FIELDS, ENGINE_FIELDS, rows_delta, stopped_delta
 
 KEYS = ("vllm|100", "lru|100", "lru|200")
 

@@ -57,8 +57,7 @@ def _assert_every_series_at_zero(vllm_url: str, own_url: str, cap: str) -> None:
     """Right after start-up, before any request: every counter of every policy x capacity label
     set exists at 0 on both endpoints (so rate() windows that start at start-up agree), and so
     does every cache's stopped gauge (none is stopped)."""
-    from shadow.connector.metrics import ENGINE_FIELDS
-    from shadow.connector.worker import CACHE_FIELDS
+    from shadow.connector.schema import CACHE_FIELDS, ENGINE_FIELDS
 
     want = {(p, c) for p in ("vllm", "lru") for c in (cap, str(2 * int(cap)))}
     for where, url in (("vllm", vllm_url), ("own", own_url)):
@@ -250,7 +249,7 @@ def test_unwritable_record_dir_turns_recording_off_and_serving_goes_on(tmp_path,
     from vllm import SamplingParams, TokensPrompt
     from vllm.config import KVTransferConfig
 
-    from shadow.connector.metrics import Payload as P
+    from shadow.connector.schema import Payload as P
 
     from shadow.connector.connector import INSTANCES
 

@@ -10,7 +10,7 @@ included) freeze and it leaves the prediction log, the log says why once; the sm
 
 from __future__ import annotations
 
-from shadow.connector.metrics import stopped_delta
+from shadow.connector.schema import stopped_delta
 from tests.oom_support import run_child
 
 _CHILD = r'''
@@ -20,7 +20,8 @@ from tests.oom_support import fix_mmap_threshold, relax, result, squeeze
 fix_mmap_threshold()
 
 from shadow.connector.config import parse_extra_config
-from shadow.connector.worker import CACHE_FIELDS, Admit, Release, Reset, ShadowWorker
+from shadow.connector.schema import CACHE_FIELDS
+from shadow.connector.worker import Admit, Release, Reset, ShadowWorker
 
 logs = []
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from shadow.connector.config import MAX_TIER_PAIRS, parse_extra_config
-from shadow.connector.worker import ShadowWorker, TIER_FIELDS
+from shadow.connector.schema import TIER_FIELDS
+from shadow.connector.worker import ShadowWorker
 from shadow.errors import ShadowError
 from shadow.sim.tier import TierSpec, parse_tier
 

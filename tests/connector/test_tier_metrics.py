@@ -10,10 +10,10 @@ from types import SimpleNamespace
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 
-from shadow.connector.metrics import (TIER_CAPACITY_GAUGE, TIER_OCCUPANCY_GAUGE, Payload as P,
-                                      ShadowPromMetrics, ShadowStats, exported_series, rows_delta,
-                                      stopped_delta, tier_counter_name)
-from shadow.connector.worker import TIER_FIELDS
+from shadow.connector.metrics import ShadowPromMetrics, ShadowStats
+from shadow.connector.schema import (TIER_CAPACITY_GAUGE, TIER_FIELDS, TIER_OCCUPANCY_GAUGE,
+                                     Payload as P, exported_series, rows_delta, stopped_delta,
+                                     tier_counter_name)
 
 TYPES = {Counter: Counter, Gauge: Gauge, Histogram: Histogram}
 

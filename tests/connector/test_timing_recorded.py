@@ -47,7 +47,7 @@ def serve_concurrently(batch: int, rec_dir: Path, *, policies=POLICIES, capaciti
     from vllm.config import KVTransferConfig
 
     from shadow.connector.connector import INSTANCES
-    from shadow.connector.metrics import Payload as P
+    from shadow.connector.schema import Payload as P
     from tests.connector.test_fidelity import NUM_BLOCKS, _workload
 
     steps = _workload(seed=7) + _workload(seed=8)
@@ -204,8 +204,7 @@ def test_live_tiers_equal_offline_simulate_tier(recorded_run):
     the admission's first-miss hit, gives offline ``--timing recorded --tier``'s figures on the
     connector's own recording (start-time order): hit tokens, bytes loaded and stored,
     evictions, failed stores."""
-    from shadow.connector.metrics import Payload as P, split_tier_key
-    from shadow.connector.worker import TIER_FIELDS
+    from shadow.connector.schema import TIER_FIELDS, Payload as P, split_tier_key
 
     live, joined = recorded_run
     cfg = live["cfg"]
@@ -237,10 +236,9 @@ def test_tier_series_on_the_own_endpoint(recorded_run):
     tokens x 4 bytes), equal to the model's config.json read by ``--kv-config``."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    from shadow.connector.metrics import (TIER_CAPACITY_GAUGE, TIER_LABELS,
-                                          TIER_OCCUPANCY_GAUGE, Payload as P, split_tier_key,
-                                          tier_counter_name)
-    from shadow.connector.worker import TIER_FIELDS
+    from shadow.connector.schema import (TIER_CAPACITY_GAUGE, TIER_FIELDS, TIER_LABELS,
+                                         TIER_OCCUPANCY_GAUGE, Payload as P, split_tier_key,
+                                         tier_counter_name)
     from shadow.sim.tier import kv_bytes_per_block
     from tests.vllm_support import tiny_model_path
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import logging
 
 from shadow.connector.config import parse_extra_config
-from shadow.connector.worker import CACHE_FIELDS, Admit, Release, ShadowWorker
+from shadow.connector.schema import CACHE_FIELDS
+from shadow.connector.worker import Admit, Release, ShadowWorker
 from shadow.sim.vllm_rules import partial_tail_blocks
 
 B = 4

@@ -95,7 +95,7 @@ def test_panels_cover_the_issue() -> None:
 
 
 def test_dashboard_names_only_exported_metrics() -> None:
-    from shadow.connector.metrics import exported_series
+    from shadow.connector.schema import exported_series
 
     # NOTE: the names come from the connector's code (exported_series), docs/metrics.md is
     # checked against the same list (test_prometheus_config.py)

@@ -80,13 +80,13 @@ def test_config_scrapes_vllm_and_connector() -> None:
 
 
 def test_metrics_md_documents_exactly_the_exported_series() -> None:
-    from shadow.connector.metrics import exported_series
+    from shadow.connector.schema import exported_series
 
     assert documented_shadow_metrics() == exported_series()
 
 
 def test_rules_name_only_exported_or_recorded_metrics() -> None:
-    from shadow.connector.metrics import exported_series
+    from shadow.connector.schema import exported_series
 
     documented = exported_series()
     vllm = vllm_metric_names()

@@ -1,0 +1,95 @@
+"""The payload schema on a real worker (no engine): the cumulative payload names every key of
+every part, interval payloads (``PayloadDelta``, what ``get_kv_connector_stats`` sends) add up
+to it, repeat nothing and leave a part without keys out; the engine row sums the hooks' and the
+worker's counters of the same name."""
+
+from __future__ import annotations
+
+from shadow.connector.config import parse_extra_config
+from shadow.connector.schema import (ENGINE_FIELDS, HOOK_FIELDS, PARTS, WORKER_FIELDS, Payload,
+                                     PayloadDelta, cumulative_payload, engine_row,
+                                     exported_series)
+from shadow.connector.worker import Admit, Release, ShadowWorker
+
+B = 4
+
+
+def _worker(**extra) -> ShadowWorker:
+    extra = {"policies": ["vllm", "lru"], "capacity_factors": [1], "capacities": [4], **extra}
+    return ShadowWorker(parse_extra_config(extra, block_size=B, engine_blocks=8),
+                        start=False)
+
+
+def _request(w: ShadowWorker, rid: str, names: list[str], t: float) -> None:
+    w.submit(Admit(rid, [n.encode() for n in names], len(names) * B + 1, 0, False, t))
+    w.submit_control(Release(rid, [], 1, t + 0.5, len(names) * B + 1, 1))
+    w._drain()
+
+
+def test_the_engine_row_sums_a_counter_kept_on_both_threads():
+    hooks = tuple(range(1, len(HOOK_FIELDS) + 1))
+    worker = tuple(10 * (k + 1) for k in range(len(WORKER_FIELDS)))
+    row = dict(zip(ENGINE_FIELDS, engine_row(hooks, worker)))
+    both = set(HOOK_FIELDS) & set(WORKER_FIELDS)
+    assert both == {"errors"}
+    for f in ENGINE_FIELDS:
+        want = (hooks[HOOK_FIELDS.index(f)] if f in HOOK_FIELDS else 0) + \
+            (worker[WORKER_FIELDS.index(f)] if f in WORKER_FIELDS else 0)
+        assert row[f] == want, f
+    assert set(HOOK_FIELDS) | set(WORKER_FIELDS) == set(ENGINE_FIELDS)
+
+
+def test_interval_payloads_add_up_to_the_cumulative_one():
+    w = _worker(tiers="cpu:8blk:lru", tier_caches="all", bytes_per_block=100)
+    delta = PayloadDelta(8)
+    hooks = [0] * len(HOOK_FIELDS)
+    first = delta.next(w.snapshot, tuple(hooks))
+    # the first payload names every key of every part, at 0
+    for p in PARTS:
+        keys = getattr(w.snapshot, p.keys)
+        assert keys and set(first[p.payload]) == set(keys), p.payload
+    assert delta.next(w.snapshot, tuple(hooks)) is None          # nothing new: nothing sent
+    total = {p.payload: {k: (list(v) if not p.state else v) for k, v in first[p.payload].items()}
+             for p in PARTS}
+    e_total = dict(first[Payload.ENGINE])
+    for t, names in enumerate((["a", "b"], ["a", "b", "c"], ["x"], ["a", "b"])):
+        _request(w, f"r{t}", names, float(t))
+        hooks[HOOK_FIELDS.index("observed_requests")] += 1
+        d = delta.next(w.snapshot, tuple(hooks))
+        assert d is not None
+        for p in PARTS:
+            for k, v in d.get(p.payload, {}).items():
+                if p.state:
+                    total[p.payload][k] = v
+                else:
+                    assert any(v), (p.payload, k)      # unmoved rows are left out
+                    total[p.payload][k] = [a + b for a, b in zip(total[p.payload][k], v)]
+        for f, v in d[Payload.ENGINE].items():
+            e_total[f] += v
+    cum = cumulative_payload(w.snapshot, tuple(hooks), 8)
+    for p in PARTS:
+        assert total[p.payload] == cum[p.payload], p.payload
+    assert e_total == cum[Payload.ENGINE]
+    assert cum[Payload.ENGINE]["observed_requests"] == 4
+    assert any(any(row) for row in cum[Payload.TIERS].values())   # the tiers did serve
+    w.stop()
+
+
+def test_a_part_without_keys_stays_out_of_every_payload():
+    w = _worker()
+    d = PayloadDelta(8).next(w.snapshot, (0,) * len(HOOK_FIELDS))
+    assert Payload.CACHES in d and Payload.STOPPED in d
+    assert not {Payload.TIERS, Payload.TIER_OCCUPANCY, Payload.TIER_CAPACITY} & set(d)
+    w.stop()
+
+
+def test_every_part_names_its_series_and_labels():
+    names = exported_series()
+    for p in PARTS:
+        assert p.series and p.labels
+        assert len(p.series) == 1 or not p.state
+        for s in p.series:
+            assert s.help and (s.name if s.gauge else s.name + "_total") in names
+        key = "|".join(p.labels)
+        assert p.split(key) == list(p.labels)
+        assert p.cache_of(key) == "policy|capacity_blocks"
