@@ -79,6 +79,25 @@ def load_fields(sim: "Simulator") -> tuple[str, ...]:
     return FIELDS + CTX_FIELDS if sim.wants_request_ctx else FIELDS
 
 
+def live_counts(rec, off: np.ndarray, block_size: int) -> tuple[np.ndarray, ...]:
+    """Per request, vLLM's block rules for its admission and release (:mod:`shadow.sim.vllm_rules`):
+    the prompt's full blocks held at admission, the blocks looked up, the anonymous slots
+    reserved, the entries of the release (admitted + generated blocks) and the final partial
+    block held while they go in."""
+    inp = rec["input_length"]
+    out = np.maximum(rec["output_length"], 1)
+    nb = np.diff(off)
+    fb = full_blocks(inp, block_size)
+    n_prompt = np.minimum(fb, nb)
+    n_match = np.minimum(max_hit_blocks(inp, block_size), n_prompt)
+    n_anon = blocks_held(inp, block_size) - fb
+    n_comp = computed_tokens(inp, out)
+    n_full = np.minimum(full_blocks(n_comp, block_size), nb)
+    n_rel = np.maximum(n_full, n_prompt)             # a release's entries: admitted + generated
+    n_final = partial_tail_blocks(n_comp, n_rel, block_size)
+    return n_prompt, n_match, n_anon, n_rel, n_final
+
+
 def _grow(a: np.ndarray, need: int) -> np.ndarray:
     """``a`` with room for at least ``need`` entries (doubling; the first ``len(a)`` kept)."""
     if need <= a.shape[0]:
@@ -174,17 +193,8 @@ def run_trace_recorded(sim: "Simulator", tr, path: str | os.PathLike[str], block
                               f"--timing model)")
         if starts is not None:
             starts[:] = start
-        inp = rec["input_length"]
-        out = np.maximum(rec["output_length"], 1)
         nb = np.diff(off)
-        fb = full_blocks(inp, block_size)
-        n_prompt = np.minimum(fb, nb)
-        n_match = np.minimum(max_hit_blocks(inp, block_size), n_prompt)
-        n_anon = blocks_held(inp, block_size) - fb
-        n_comp = computed_tokens(inp, out)
-        n_full = np.minimum(full_blocks(n_comp, block_size), nb)
-        n_rel = np.maximum(n_full, n_prompt)             # a release's entries: admitted + generated
-        n_final = partial_tail_blocks(n_comp, n_rel, block_size)
+        n_prompt, n_match, n_anon, n_rel, n_final = live_counts(rec, off, block_size)
         # NOTE: what set_request_ctx gets (only built when a policy wants it): the info rows,
         # and the request's own time in the trace where the order is not a time (--tier alone)
         info = request_info(rec, sim.category) if wants_ctx else None

@@ -1,0 +1,689 @@
+"""The fleet driver: N replicas of every cache behind a router, over one trace.
+
+Each (policy, capacity) cache becomes N replicas of that cache, one per engine; the router picks
+each request's replica in arrival order and that replica serves it, exactly as
+``shadow simulate`` serves a request (the serve loop, the lookup mode, the timing).  Two ways:
+
+* a router that reads no cache (round_robin, consistent_hash, cache_aware, ...) routes the
+  whole trace once; then each replica serves its share through one
+  :class:`~shadow.sim.simulator.Simulator` holding every cache (serial: ``feed``; a time model:
+  ``run_trace_recorded`` with the fleet's times), one pass per replica;
+* a router that reads the caches (kv_aware, llm_d, dynamo) decides each request on the caches'
+  state at that moment, so every cache is its own fleet of N single-cache simulators, served
+  request by request (serial) or event by event in time order (a time model).
+
+Times (``--timing``): serial routes in file order with nothing in flight; ``recorded`` routes
+each request at its recorded start and keeps its recorded completion; ``model`` routes at the
+arrival and gives each replica its own service model queue (``ServiceModel``'s rules, per
+replica: the concurrency is per engine).  The load a router reads (in flight, waiting, prompt
+tokens in prefill, blocks of running requests) comes from those times.
+
+Invariant: with one replica every router sends every request to it, and the fleet's figures are
+the single cache's, exactly (tests/sim/fleet/test_one_replica.py).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from shadow.errors import ShadowError
+from shadow.sim.fleet.router import FleetContext, Query, Router, RouterChoice, default_names
+from shadow.sim.registry import policy_info
+from shadow.sim.results import CacheSpec, Result
+from shadow.trace.batch import Batch
+
+#: Block entries per batch when a replica's share is fed to its simulator.
+FEED_ENTRIES = 1 << 20
+
+#: The fleet keys a RESULT line gains, in order.
+FLEET_KEYS = ("router", "replicas", "replica_hit_min", "replica_hit_max", "req_max",
+              "req_imbalance", "prefill_tokens_max", "prefill_imbalance", "peak_running_max",
+              "router_index_peak_blocks")
+
+
+@dataclass
+class FleetTrace:
+    """A whole trace in memory: records, offsets, block ids, next-access times (the router and
+    the per-replica shares need all of it)."""
+
+    rec: np.ndarray
+    off: np.ndarray
+    ids: np.ndarray
+    nxt: np.ndarray
+    header: object
+    block_size: int
+
+    @property
+    def n(self) -> int:
+        return int(self.rec.shape[0])
+
+
+def load_trace(tr) -> FleetTrace:
+    """Every batch of the open trace ``tr`` in one set of arrays."""
+    recs, offs, ids, nxts = [], [np.zeros(1, dtype=np.int64)], [], []
+    base = 0
+    for b in tr:
+        o = np.asarray(b.offsets, dtype=np.int64)
+        recs.append(np.asarray(b.records))
+        offs.append(o[1:] + base)
+        ids.append(np.asarray(b.block_ids, dtype=np.int64))
+        nxts.append(np.asarray(b.next_access, dtype=np.int64))
+        base += int(o[-1])
+    h = tr.header
+    from shadow.trace.format import RECORD_DTYPE
+    rec = np.concatenate(recs) if recs else np.zeros(0, dtype=RECORD_DTYPE)
+    cat = (lambda a: np.concatenate(a) if a else np.zeros(0, dtype=np.int64))
+    return FleetTrace(rec, np.concatenate(offs), cat(ids), cat(nxts), h,
+                      int(getattr(h, "block_size_tokens", 0) or 0))
+
+
+def arrival_seconds(rec: np.ndarray) -> np.ndarray:
+    """Arrival per request in seconds: start_time_us, else complete_time_us, else -1."""
+    start = rec["start_time_us"].astype(np.float64)
+    done = rec["complete_time_us"].astype(np.float64)
+    ts = np.where(start >= 0, start, done) / 1e6
+    ts[(start < 0) & (done < 0)] = -1.0
+    return ts
+
+
+def prompt_blocks(ft: FleetTrace) -> np.ndarray:
+    """How many leading blocks of each request are its prompt's full blocks (what a router
+    hashes): ``input_length // B`` where both are known, else every block."""
+    nb = np.diff(ft.off)
+    inp = ft.rec["input_length"].astype(np.int64)
+    if ft.block_size <= 0:
+        return nb
+    return np.where(inp > 0, np.minimum(nb, inp // ft.block_size), nb)
+
+
+# ---- times and load -------------------------------------------------------------------------
+
+
+class Load:
+    """The fleet's load signals at the current decision time (the :class:`FleetView` a router
+    reads, less the caches).  Every routed request adds to its replica's counters and takes
+    them back at its start, prefill end and completion (events applied up to the time asked;
+    a completion at t is done before a decision at t, as releases come first in time order)."""
+
+    def __init__(self, replicas: int) -> None:
+        self.replicas = replicas
+        self._in_flight = [0] * replicas
+        self._waiting = [0] * replicas
+        self._prefill = [0] * replicas
+        self._decode = [0] * replicas
+        self._running = [0] * replicas
+        self.peak_running = [0] * replicas
+        self._events: list[tuple[int, int, int, int, int]] = []   # (us, order, kind, r, amount)
+        self._seq = 0
+
+    def _at(self, t_us: int, kind: int, r: int, amount: int) -> None:
+        # NOTE: kind orders equal times: completions (0) before starts (1) before prefill ends (2)
+        heapq.heappush(self._events, (t_us, kind, self._seq, r, amount))
+        self._seq += 1
+
+    def advance(self, t_us: int) -> None:
+        ev = self._events
+        while ev and ev[0][0] <= t_us:
+            _, kind, _, r, amount = heapq.heappop(ev)
+            if kind == 0:
+                self._in_flight[r] -= 1
+                self._running[r] -= 1
+                self._decode[r] -= amount
+            elif kind == 1:
+                self._waiting[r] -= 1
+                self._running[r] += 1
+                if self._running[r] > self.peak_running[r]:
+                    self.peak_running[r] = self._running[r]
+            else:
+                self._prefill[r] -= amount
+
+    def routed(self, r: int, start_us: int, prefill_end_us: int, done_us: int, tokens: int,
+               blocks: int) -> None:
+        """A request went to ``r``: waiting until ``start_us``, in prefill until
+        ``prefill_end_us``, in flight until ``done_us``."""
+        self._in_flight[r] += 1
+        self._waiting[r] += 1
+        self._prefill[r] += tokens
+        self._decode[r] += blocks
+        self._at(start_us, 1, r, 0)
+        self._at(prefill_end_us, 2, r, tokens)
+        self._at(done_us, 0, r, blocks)
+
+    def in_flight(self, r: int) -> int:
+        return self._in_flight[r]
+
+    def waiting(self, r: int) -> int:
+        return self._waiting[r]
+
+    def prefill_tokens(self, r: int) -> int:
+        return self._prefill[r]
+
+    def decode_blocks(self, r: int) -> int:
+        return self._decode[r]
+
+
+class Schedule:
+    """Start, prefill end and completion of each request on its replica (microseconds)."""
+
+    def __init__(self, timing: str, service, ft: FleetTrace, replicas: int, path: str,
+                 router: str) -> None:
+        self.timing = timing
+        self.service = service
+        n = ft.n
+        rec = ft.rec
+        self.start = np.zeros(n, dtype=np.int64)
+        self.done = np.zeros(n, dtype=np.int64)
+        self.prefill_end = np.zeros(n, dtype=np.int64)
+        if timing == "serial":
+            # NOTE: one request at a time in file order (2i, 2i + 1: SerialOrder's clock): each
+            # is complete before the next is routed, so nothing is ever in flight at a decision
+            self.order = np.arange(n, dtype=np.int64)
+            self.route_us = 2 * self.order
+        elif timing == "recorded":
+            start = rec["start_time_us"].astype(np.int64)
+            done = rec["complete_time_us"].astype(np.int64)
+            bad = np.flatnonzero((start < 0) | (done < start))
+            if bad.shape[0]:
+                r = int(bad[0])
+                raise ShadowError(f"{path}: request {r} has start time {int(start[r])} us and "
+                                  f"completion time {int(done[r])} us: --timing recorded needs "
+                                  f"both (router {router})")
+            self.start[:], self.done[:], self.prefill_end[:] = start, done, start
+            self.order = np.argsort(start, kind="stable")
+            self.route_us = start
+        else:
+            arr = np.where(rec["start_time_us"] >= 0, rec["start_time_us"],
+                           rec["complete_time_us"]).astype(np.int64)
+            bad = np.flatnonzero(arr < 0)
+            if bad.shape[0]:
+                raise ShadowError(f"{path}: request {int(bad[0])} has no arrival time (start "
+                                  f"and completion time unknown): --timing model needs one "
+                                  f"(router {router})")
+            self.order = np.argsort(arr, kind="stable")
+            self.route_us = arr
+            self._dur = service.durations_us(rec["input_length"], rec["output_length"])
+            L = rec["input_length"].astype(np.float64)
+            self._prefill_us = (service.a + L / service.prefill + service.d * L * L / 2) * 1e6
+            self._running: list[list[int]] = [[] for _ in range(replicas)]
+
+    def place(self, i: int, r: int) -> None:
+        """Request ``i`` goes to replica ``r``: its start and completion there (model: that
+        replica's first-come first-served queue, ``ServiceModel.schedule``'s rule)."""
+        if self.timing == "serial":
+            self.start[i] = self.prefill_end[i] = 2 * i
+            self.done[i] = 2 * i + 1
+        elif self.timing == "model":
+            run = self._running[r]
+            t = int(self.route_us[i])
+            if len(run) >= self.service.concurrency:
+                t = max(t, heapq.heappop(run))
+            end = t + int(round(float(self._dur[i])))
+            heapq.heappush(run, end)
+            self.start[i] = t
+            self.done[i] = end
+            self.prefill_end[i] = min(t + int(round(float(self._prefill_us[i]))), end)
+
+
+# ---- results --------------------------------------------------------------------------------
+
+
+def sum_results(parts: list[Result], error_names: list[str]) -> Result:
+    """The fleet's totals of one cache: counts and costs summed over the replicas (in replica
+    order, from the first one's values, so one replica gives its own figures exactly), the
+    longest hole the longest of any, the first error named by its replica."""
+    first = parts[0]
+    tot = Result(**{f: getattr(first, f) for f in first.__dataclass_fields__})
+    for p in parts[1:]:
+        for f in ("n_req", "n_req_skipped", "n_blocks", "n_hits", "n_prefix_hits", "total_cost",
+                  "saved_cost", "prefix_saved_cost", "n_eviction", "n_self_eviction",
+                  "n_unexpected_eviction", "n_holes", "hole_len_sum"):
+            setattr(tot, f, getattr(tot, f) + getattr(p, f))
+        tot.max_hole_len = max(tot.max_hole_len, p.max_hole_len)
+    errors = [f"replica {name}: {p.error}" for p, name in zip(parts, error_names) if p.error]
+    tot.error = errors[0] if len(parts) > 1 and errors else first.error
+    return tot
+
+
+@dataclass
+class FleetResult:
+    """One cache's fleet: its totals, each replica's figures and the router's."""
+
+    total: Result
+    replicas: list[Result]
+    router: str
+    requests: list[int]
+    prefill_tokens: list[int]
+    peak_running: list[int]
+    index_peak: int
+    names: list[str] = field(default_factory=list)
+
+    @property
+    def spec(self) -> CacheSpec:
+        return self.total.spec
+
+    @property
+    def error(self) -> str | None:
+        return self.total.error
+
+    def fields(self) -> dict[str, object]:
+        n = len(self.replicas)
+        hits = [r.block_hit_ratio for r in self.replicas]
+        mean_req = sum(self.requests) / n
+        mean_pt = sum(self.prefill_tokens) / n
+        return {
+            "router": self.router,
+            "replicas": n,
+            "replica_hit_min": f"{min(hits):.6f}",
+            "replica_hit_max": f"{max(hits):.6f}",
+            "req_max": max(self.requests),
+            "req_imbalance": f"{max(self.requests) / mean_req if mean_req else 0.0:.4f}",
+            "prefill_tokens_max": max(self.prefill_tokens),
+            "prefill_imbalance": f"{max(self.prefill_tokens) / mean_pt if mean_pt else 0.0:.4f}",
+            "peak_running_max": max(self.peak_running),
+            "router_index_peak_blocks": self.index_peak,
+        }
+
+    def suffix(self) -> str:
+        f = self.fields()
+        return " ".join(f"{k}={f[k]}" for k in FLEET_KEYS)
+
+    def result_line(self) -> str:
+        """Today's RESULT line of the fleet's totals, then the fleet keys."""
+        return f"{self.total.result_line()} {self.suffix()}"
+
+
+# ---- the driver -----------------------------------------------------------------------------
+
+
+@dataclass
+class FleetSetup:
+    """How every replica's simulator is built (``Simulator``'s keyword arguments, less the
+    caches) and what the run is."""
+
+    sim_kwargs: dict
+    timing: str = "serial"
+    service: object = None
+    path: str = ""
+    names: list[str] | None = None
+
+
+def _check(choice: RouterChoice, router: Router, setup: FleetSetup, ft: FleetTrace,
+           replicas: int, specs: list[CacheSpec]) -> None:
+    spec = choice.spec
+    label = choice.label
+    if spec.needs_load and setup.timing == "serial":
+        raise ShadowError(f"router {label} routes by load, which a time model gives: "
+                          f"--timing recorded or model (serial timing has nothing in flight)")
+    why = router.needs_clock()
+    if why and ft.n and not (arrival_seconds(ft.rec) >= 0).all():
+        bad = int(np.flatnonzero(arrival_seconds(ft.rec) < 0)[0])
+        raise ShadowError(f"{setup.path}: request {bad} has no time, and router {label} needs "
+                          f"one: {why}")
+    if choice.name == "recorded" and "replica" not in (ft.rec.dtype.names or ()):
+        raise ShadowError(f"{setup.path}: router recorded needs a merged recording (the replica "
+                          f"of each request), which this trace is not")
+    if replicas > 1:
+        oracles = sorted({s.policy for s in specs if policy_info(s.policy).needs_next_access})
+        if oracles:
+            raise ShadowError(f"{', '.join(oracles)} (an oracle) cannot run in a fleet of "
+                              f"{replicas}: its next-access times follow the whole trace, not "
+                              f"one replica's share")
+        if setup.sim_kwargs.get("dump_holes_dir") is not None:
+            raise ShadowError("--dump-holes names its files by cache alone: it runs with one "
+                              "replica only")
+
+
+def run_fleet(specs: list[CacheSpec], ft: FleetTrace, replicas: int, choice: RouterChoice,
+              setup: FleetSetup, progress: Callable[[int, int], None] | None = None
+              ) -> list[FleetResult]:
+    """Every cache of ``specs`` as a fleet of ``replicas`` behind ``choice``; one
+    :class:`FleetResult` per cache, in ``specs`` order."""
+    names = list(setup.names) if setup.names else default_names(replicas)
+    ctx = FleetContext(tuple(names), ft.block_size)
+    probe = choice.make(replicas, ctx)
+    _check(choice, probe, setup, ft, replicas, specs)
+    if choice.spec.reads_caches:
+        out = []
+        for k, spec in enumerate(specs):
+            router = probe if k == 0 else choice.make(replicas, ctx)
+            out.append(_run_reading(spec, ft, replicas, choice, router, setup, names))
+        return out
+    return _run_blind(specs, ft, replicas, choice, probe, setup, names, progress)
+
+
+def _query(ft: FleetTrace, i: int, pb: np.ndarray, ts: np.ndarray) -> Query:
+    a = int(ft.off[i])
+    rec = ft.rec[i]
+    user = int(rec["user_id"])
+    rep = int(rec["replica"]) if "replica" in (ft.rec.dtype.names or ()) else -1
+    return Query(i, ft.ids[a:a + int(pb[i])], int(rec["input_length"]),
+                 int(rec["output_length"]), int(rec["session_id"]), user if user > 0 else -1,
+                 float(ts[i]), rep)
+
+
+def _shares(ft: FleetTrace, assign: np.ndarray, replicas: int) -> list[np.ndarray]:
+    return [np.flatnonzero(assign == r) for r in range(replicas)]
+
+
+def _sub(ft: FleetTrace, idx: np.ndarray, keep_next: bool) -> tuple[np.ndarray, np.ndarray,
+                                                                      np.ndarray, np.ndarray]:
+    """The records, offsets, ids and next-access times of requests ``idx`` (in that order)."""
+    lens = np.diff(ft.off)[idx]
+    off = np.zeros(idx.shape[0] + 1, dtype=np.int64)
+    np.cumsum(lens, out=off[1:])
+    total = int(off[-1])
+    # NOTE: each entry's source position: its request's start plus its place in the request
+    src = np.repeat(ft.off[:-1][idx] - off[:-1], lens) + np.arange(total, dtype=np.int64)
+    nxt = ft.nxt[src] if keep_next else np.full(total, -1, dtype=np.int64)
+    return ft.rec[idx], off, ft.ids[src], nxt
+
+
+class _Slices:
+    """A replica's share as a trace (a header and batches of about :data:`FEED_ENTRIES`)."""
+
+    def __init__(self, header, rec, off, ids, nxt) -> None:
+        self.header = header
+        self.parts = (rec, off, ids, nxt)
+
+    def __iter__(self):
+        rec, off, ids, nxt = self.parts
+        n = rec.shape[0]
+        i = 0
+        while i < n:
+            j = int(np.searchsorted(off, off[i] + FEED_ENTRIES, side="right")) - 1
+            j = min(max(j, i + 1), n)
+            a, b = int(off[i]), int(off[j])
+            yield Batch(rec[i:j], off[i:j + 1] - a, ids[a:b], nxt[a:b], first_request=i,
+                        first_vtime=a + 1)
+            i = j
+
+
+def _prefill_tokens(ft: FleetTrace) -> np.ndarray:
+    inp = ft.rec["input_length"].astype(np.int64)
+    return np.where(inp > 0, inp, np.diff(ft.off) * max(ft.block_size, 1))
+
+
+def _run_blind(specs, ft, replicas, choice, router, setup, names, progress) -> list[FleetResult]:
+    """A router that reads no cache: route once, then each replica serves its share."""
+    from shadow.sim.drive import run_trace
+    from shadow.sim.simulator import Simulator
+    from shadow.sim.timing import FIELDS, CTX_FIELDS, run_trace_recorded
+
+    sched = Schedule(setup.timing, setup.service, ft, replicas, setup.path, choice.label)
+    load = Load(replicas)
+    pb = prompt_blocks(ft)
+    ts = arrival_seconds(ft.rec)
+    assign = np.zeros(ft.n, dtype=np.int64)
+    tokens = _prefill_tokens(ft)
+    view = _BlindView(load)
+    index_peak = 0
+    for i in sched.order.tolist():
+        load.advance(int(sched.route_us[i]))
+        r = router.route(_query(ft, i, pb, ts), view)
+        assign[i] = r
+        sched.place(i, r)
+        load.routed(r, int(sched.start[i]), int(sched.prefill_end[i]), int(sched.done[i]),
+                    int(tokens[i]), int(pb[i]))
+        size = router.index_size(view)
+        if size > index_peak:
+            index_peak = size
+    load.advance(np.iinfo(np.int64).max)
+    shares = _shares(ft, assign, replicas)
+    per_replica: list[list[Result]] = []
+    fed = [0, 0]
+    for idx in shares:
+        sim = Simulator(specs, **setup.sim_kwargs)
+        rec, off, ids, nxt = _sub(ft, idx, replicas == 1)
+        if idx.shape[0] == 0:
+            sim.close()
+        elif setup.timing == "serial":
+            run_trace(sim, _Slices(ft.header, rec, off, ids, nxt), setup.path)
+        else:
+            cols = {f: rec[f].astype(np.int64) for f in FIELDS + CTX_FIELDS}
+            cols["start_time_us"] = sched.start[idx]
+            cols["complete_time_us"] = sched.done[idx]
+            run_trace_recorded(sim, (cols, off, ids), setup.path, ft.block_size)
+        per_replica.append(sim.results())
+        fed[0] += int(off[-1])
+        fed[1] += int(idx.shape[0])
+        if progress is not None:
+            progress(fed[0], fed[1])
+    out = []
+    reqs = [int(s.shape[0]) for s in shares]
+    ptoks = [int(tokens[s].sum()) for s in shares]
+    for k, _ in enumerate(specs):
+        parts = [per_replica[r][k] for r in range(replicas)]
+        out.append(FleetResult(sum_results(parts, names), parts, choice.label, reqs, ptoks,
+                               list(load.peak_running), index_peak, names))
+    return out
+
+
+class _BlindView:
+    """The load signals alone (a router that reads no cache)."""
+
+    def __init__(self, load: Load) -> None:
+        self.load = load
+        self.replicas = load.replicas
+        self.in_flight = load.in_flight
+        self.waiting = load.waiting
+        self.prefill_tokens = load.prefill_tokens
+        self.decode_blocks = load.decode_blocks
+
+    def kv_usage(self, r: int) -> float:
+        return 0.0
+
+
+class _CacheView(_BlindView):
+    """The load signals and the replicas' caches (one cache's fleet)."""
+
+    def __init__(self, load: Load, sims: list) -> None:
+        super().__init__(load)
+        from shadow.sim.fleet._probe import prefix_lengths, resident_mask
+        self._prefix_lengths = prefix_lengths
+        self._resident_mask = resident_mask
+        self.runs = [s.runs[0] for s in sims]
+        self.policies = [r.policy for r in self.runs]
+        self._out = np.zeros(len(sims), dtype=np.int64)
+
+    def prefix(self, q: Query) -> np.ndarray:
+        ids = np.ascontiguousarray(q.blocks, dtype=np.int64)
+        self._prefix_lengths(self.policies, ids, self._out)
+        return self._out.copy()
+
+    def resident(self, r: int, block: int) -> bool:
+        return self.runs[r].holds(int(block))
+
+    def resident_mask(self, r: int, blocks: np.ndarray) -> np.ndarray:
+        ids = np.ascontiguousarray(blocks, dtype=np.int64)
+        out = np.zeros(ids.shape[0], dtype=np.uint8)
+        self._resident_mask(self.policies[r], ids, out)
+        return out
+
+    def resident_blocks(self) -> int:
+        return sum(p.n_resident for p in self.policies)
+
+    def kv_usage(self, r: int) -> float:
+        p = self.policies[r]
+        return p.n_pinned / p.capacity if p.capacity else 0.0
+
+
+def _run_reading(spec: CacheSpec, ft: FleetTrace, replicas: int, choice: RouterChoice,
+                 router: Router, setup: FleetSetup, names: list[str]) -> FleetResult:
+    """A router that reads the caches: one fleet of single-cache simulators for ``spec``."""
+    from shadow.sim.simulator import Simulator
+
+    sims = [Simulator([spec], **setup.sim_kwargs) for _ in range(replicas)]
+    try:
+        sched = Schedule(setup.timing, setup.service, ft, replicas, setup.path, choice.label)
+        load = Load(replicas)
+        view = _CacheView(load, sims)
+        if setup.timing == "serial":
+            assign, index_peak = _serve_serial(ft, sims, router, view, sched, load)
+        else:
+            assign, index_peak = _serve_timed(ft, sims, router, view, sched, load, setup)
+    except BaseException:
+        for s in sims:
+            s.abort()
+        raise
+    for s in sims:
+        s.close()
+    parts = [s.results()[0] for s in sims]
+    tokens = _prefill_tokens(ft)
+    shares = _shares(ft, assign, replicas)
+    return FleetResult(sum_results(parts, names), parts, choice.label,
+                       [int(s.shape[0]) for s in shares], [int(tokens[s].sum()) for s in shares],
+                       list(load.peak_running), index_peak, names)
+
+
+def _request_arrays(sim, ft: FleetTrace):
+    """What ``Simulator.feed`` derives per request, for the whole trace: arrival seconds, looked-up
+    blocks, anonymous slots, info rows (None where the run needs none)."""
+    from shadow.sim.category import request_info
+    from shadow.sim.vllm_rules import lookup_counts, vllm_anonymous_counts
+
+    lens = np.diff(ft.off)
+    ts = np.ascontiguousarray(arrival_seconds(ft.rec), dtype=np.float64)
+    nm = (None if sim.lookup == "all" else
+          np.ascontiguousarray(lookup_counts(ft.rec, lens, sim.lookup, sim.block_size_tokens),
+                               dtype=np.int64))
+    na = (np.ascontiguousarray(vllm_anonymous_counts(ft.rec, lens, sim.block_size_tokens),
+                               dtype=np.int64) if sim.lookup == "vllm" else None)
+    info = (np.ascontiguousarray(request_info(ft.rec, sim.category), dtype=np.int64)
+            if sim.wants_request_ctx else None)
+    return ts, nm, na, info
+
+
+def _serve_serial(ft, sims, router, view, sched, load) -> tuple[np.ndarray, int]:
+    """Route and serve each request in file order, whole (``Simulator.feed``'s rules)."""
+    from shadow.sim.fleet._probe import resident_mask
+
+    pb = prompt_blocks(ft)
+    ts, nm, na, info = _request_arrays(sims[0], ft)
+    lens = np.diff(ft.off)
+    longest = int(lens.max()) if lens.shape[0] else 0
+    extra = int(na.max()) if na is not None and na.shape[0] else 0
+    for s in sims:
+        s._ensure_costs(longest + extra + 1)
+        s.runs[0].reserve(longest + extra + 1)
+    one = np.zeros(2, dtype=np.int64)
+    mask = np.zeros(max(longest, 1), dtype=np.uint8)
+    assign = np.zeros(ft.n, dtype=np.int64)
+    index_peak = 0
+    tokens = _prefill_tokens(ft)
+    for i in range(ft.n):
+        a, b = int(ft.off[i]), int(ft.off[i + 1])
+        r = router.route(_query(ft, i, pb, ts), view)
+        assign[i] = r
+        sched.place(i, r)
+        load.routed(r, int(sched.start[i]), int(sched.prefill_end[i]), int(sched.done[i]),
+                    int(tokens[i]), int(pb[i]))
+        sim = sims[r]
+        run = sim.runs[0]
+        ids = ft.ids[a:b]
+        wants = router.wants_stores()
+        if wants:
+            resident_mask(run.policy, ids, mask)
+        one[1] = b - a
+        # NOTE: the one request as a batch of its own (Simulator.feed's arguments, sliced)
+        # NOTE: next-access times are read by oracles alone, which run with one replica only
+        run.serve_batch(one, ids, ft.nxt[a:b], ts[i:i + 1], sim._cost_exact, sim._cost_int, i,
+                        None if nm is None else nm[i:i + 1],
+                        None if na is None else na[i:i + 1],
+                        None if info is None else info[i:i + 1])
+        if wants:
+            router.stored(r, ids[mask[:b - a] == 0], float(ts[i]), view)
+        size = router.index_size(view)
+        if size > index_peak:
+            index_peak = size
+        load.advance(int(sched.done[i]))
+    for s in sims:
+        s._report()
+    return assign, index_peak
+
+
+def _serve_timed(ft, sims, router, view, sched, load, setup) -> tuple[np.ndarray, int]:
+    """Route each request at its time and serve admissions and releases in time order through
+    each replica's live path (``run_trace_recorded``'s rules, one event at a time)."""
+    from shadow.sim.category import request_info
+    from shadow.sim.fleet._probe import resident_mask
+    from shadow.sim.live import LiveBatch
+    from shadow.sim.livewire import INFO_CATEGORY, INFO_SESSION, INFO_SESSION_NEXT
+    from shadow.sim.timing import live_counts
+
+    B = ft.block_size
+    if B < 1:
+        raise ShadowError(f"{setup.path}: --timing {setup.timing} needs the block size in "
+                          f"tokens, which the trace's header does not give")
+    oracles = [s.specs[0].policy for s in sims[:1]
+               if policy_info(s.specs[0].policy).needs_next_access]
+    if oracles:
+        raise ShadowError(f"--timing {setup.timing} cannot run {oracles[0]}: an oracle's "
+                          f"next-access times follow the file's order, not the "
+                          f"{setup.timing} times")
+    n = ft.n
+    pb = prompt_blocks(ft)
+    ts = arrival_seconds(ft.rec)
+    cols = {f: ft.rec[f].astype(np.int64) for f in ("input_length", "output_length")}
+    n_prompt, n_match, n_anon, n_rel, n_final = live_counts(cols, ft.off, B)
+    info = request_info(ft.rec, sims[0].category) if sims[0].wants_request_ctx else None
+    tokens = _prefill_tokens(ft)
+    longest = int(np.diff(ft.off).max()) if n else 0
+    mask = np.zeros(max(longest, 1), dtype=np.uint8)
+    assign = np.full(n, -1, dtype=np.int64)
+    adm = [None] * n
+    index_peak = 0
+    # events: (time us, kind, file index): kind 0 release, 1 route, 2 admission, 3 the release
+    # of a request that started as it finished (after its own admission)
+    heap = [(int(sched.route_us[i]), 1, i) for i in range(n)]
+    heapq.heapify(heap)
+    while heap:
+        t_us, kind, i = heapq.heappop(heap)
+        a = int(ft.off[i])
+        if kind == 1:
+            load.advance(t_us)
+            q = _query(ft, i, pb, ts)
+            q.t = t_us / 1e6
+            r = router.route(q, view)
+            assign[i] = r
+            sched.place(i, r)
+            load.routed(r, int(sched.start[i]), int(sched.prefill_end[i]),
+                        int(sched.done[i]), int(tokens[i]), int(pb[i]))
+            heapq.heappush(heap, (int(sched.start[i]), 2, i))
+            same = sched.done[i] == sched.start[i]
+            heapq.heappush(heap, (int(sched.done[i]), 3 if same else 0, i))
+            continue
+        r = int(assign[i])
+        sim = sims[r]
+        batch = LiveBatch()
+        wants = router.wants_stores()
+        if kind == 2:
+            ids = ft.ids[a:a + int(n_prompt[i])]
+            if wants:
+                resident_mask(sim.runs[0].policy, ids, mask)
+            cat, sess, nxt = ((int(info[i, INFO_CATEGORY]), int(info[i, INFO_SESSION]),
+                               int(info[i, INFO_SESSION_NEXT])) if info is not None
+                              else (0, -1, -1))
+            adm[i] = batch.admit(ids.tolist(), int(n_match[i]), int(n_anon[i]),
+                                 int(sched.start[i]) / 1e6, None, cat, sess, nxt)
+            sim.serve_live(batch)
+            if wants:
+                router.stored(r, ids[mask[:ids.shape[0]] == 0], t_us / 1e6, view)
+        else:
+            ids = ft.ids[a + int(n_prompt[i]):a + int(n_rel[i])]
+            if wants:
+                resident_mask(sim.runs[0].policy, ids, mask)
+            batch.release(adm[i], ids.tolist(), int(n_final[i]))
+            sim.serve_live(batch)
+            adm[i] = None
+            if wants:
+                router.stored(r, ids[mask[:ids.shape[0]] == 0], t_us / 1e6, view)
+        size = router.index_size(view)
+        if size > index_peak:
+            index_peak = size
+    load.advance(np.iinfo(np.int64).max)
+    return assign, index_peak
+
