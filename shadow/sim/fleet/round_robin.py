@@ -6,6 +6,8 @@ modulo the healthy workers (every replica is healthy here).
 
 from __future__ import annotations
 
+import numpy as np
+
 from shadow.sim.fleet.router import FleetContext, FleetView, Query, Router, RouterSpec
 
 SPEC = RouterSpec(
@@ -23,6 +25,11 @@ class RoundRobin(Router):
         r = self.count % self.n
         self.count += 1
         return r
+
+    def route_all(self, n: int) -> np.ndarray:
+        out = (np.arange(n, dtype=np.int64) + self.count) % self.n
+        self.count += n
+        return out
 
 
 def make(replicas: int, params: dict, ctx: FleetContext) -> Router:

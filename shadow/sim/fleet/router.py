@@ -145,6 +145,12 @@ class Router:
     def route(self, q: Query, view: FleetView) -> int:
         raise NotImplementedError
 
+    def route_all(self, n: int) -> np.ndarray | None:
+        """Every decision at once, for a router whose decisions depend on the request count
+        alone (round_robin, random): the replicas of requests 0 .. n-1 in arrival order; None
+        (the default) to be asked one request at a time."""
+        return None
+
     def index_size(self, view: FleetView) -> int:
         """Entries the router's index holds now (blocks, summed over replicas); 0 if it has
         none."""

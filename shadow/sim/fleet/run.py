@@ -311,21 +311,29 @@ class FleetSetup:
     names: list[str] | None = None
 
 
-def _check(choice: RouterChoice, router: Router, setup: FleetSetup, ft: FleetTrace,
+def _check_records(choice: RouterChoice, router: Router, setup: FleetSetup, rec: np.ndarray,
+                   first: int) -> None:
+    """What the router needs of the requests ``rec`` (file indices from ``first``)."""
+    why = router.needs_clock()
+    if why and rec.shape[0]:
+        bad = np.flatnonzero(arrival_seconds(rec) < 0)
+        if bad.shape[0]:
+            raise ShadowError(f"{setup.path}: request {first + int(bad[0])} has no time, and "
+                              f"router {choice.label} needs one: {why}")
+    if choice.name == "recorded" and "replica" not in (rec.dtype.names or ()):
+        raise ShadowError(f"{setup.path}: router recorded needs a merged recording (the replica "
+                          f"of each request), which this trace is not")
+
+
+def _check(choice: RouterChoice, router: Router, setup: FleetSetup, ft: FleetTrace | None,
            replicas: int, specs: list[CacheSpec]) -> None:
     spec = choice.spec
     label = choice.label
     if spec.needs_load and setup.timing == "serial":
         raise ShadowError(f"router {label} routes by load, which a time model gives: "
                           f"--timing recorded or model (serial timing has nothing in flight)")
-    why = router.needs_clock()
-    if why and ft.n and not (arrival_seconds(ft.rec) >= 0).all():
-        bad = int(np.flatnonzero(arrival_seconds(ft.rec) < 0)[0])
-        raise ShadowError(f"{setup.path}: request {bad} has no time, and router {label} needs "
-                          f"one: {why}")
-    if choice.name == "recorded" and "replica" not in (ft.rec.dtype.names or ()):
-        raise ShadowError(f"{setup.path}: router recorded needs a merged recording (the replica "
-                          f"of each request), which this trace is not")
+    if ft is not None:
+        _check_records(choice, router, setup, ft.rec, 0)
     if replicas > 1:
         oracles = sorted({s.policy for s in specs if policy_info(s.policy).needs_next_access})
         if oracles:
@@ -337,14 +345,23 @@ def _check(choice: RouterChoice, router: Router, setup: FleetSetup, ft: FleetTra
                               "replica only")
 
 
-def run_fleet(specs: list[CacheSpec], ft: FleetTrace, replicas: int, choice: RouterChoice,
+def run_fleet(specs: list[CacheSpec], tr, replicas: int, choice: RouterChoice,
               setup: FleetSetup, progress: Callable[[int, int], None] | None = None
               ) -> list[FleetResult]:
     """Every cache of ``specs`` as a fleet of ``replicas`` behind ``choice``; one
-    :class:`FleetResult` per cache, in ``specs`` order."""
+    :class:`FleetResult` per cache, in ``specs`` order.  ``tr`` is an open trace, or a
+    :class:`FleetTrace` already loaded.  A router that reads no cache, under serial timing,
+    streams the trace batch by batch; anything else loads it whole first."""
     names = list(setup.names) if setup.names else default_names(replicas)
-    ctx = FleetContext(tuple(names), ft.block_size)
+    header = tr.header
+    block_size = int(getattr(header, "block_size_tokens", 0) or 0)
+    ctx = FleetContext(tuple(names), block_size)
     probe = choice.make(replicas, ctx)
+    if (not isinstance(tr, FleetTrace) and setup.timing == "serial"
+            and not choice.spec.reads_caches):
+        _check(choice, probe, setup, None, replicas, specs)
+        return _run_stream(specs, tr, replicas, choice, probe, setup, names, progress)
+    ft = tr if isinstance(tr, FleetTrace) else load_trace(tr)
     _check(choice, probe, setup, ft, replicas, specs)
     if choice.spec.reads_caches:
         out = []
@@ -357,12 +374,14 @@ def run_fleet(specs: list[CacheSpec], ft: FleetTrace, replicas: int, choice: Rou
 
 def _query(ft: FleetTrace, i: int, pb: np.ndarray, ts: np.ndarray) -> Query:
     a = int(ft.off[i])
-    rec = ft.rec[i]
+    return _query_of(ft.rec[i], ft.ids[a:a + int(pb[i])], i, float(ts[i]))
+
+
+def _query_of(rec, blocks: np.ndarray, index: int, t: float) -> Query:
     user = int(rec["user_id"])
-    rep = int(rec["replica"]) if "replica" in (ft.rec.dtype.names or ()) else -1
-    return Query(i, ft.ids[a:a + int(pb[i])], int(rec["input_length"]),
-                 int(rec["output_length"]), int(rec["session_id"]), user if user > 0 else -1,
-                 float(ts[i]), rep)
+    rep = int(rec["replica"]) if "replica" in (rec.dtype.names or ()) else -1
+    return Query(index, blocks, int(rec["input_length"]), int(rec["output_length"]),
+                 int(rec["session_id"]), user if user > 0 else -1, t, rep)
 
 
 def _shares(ft: FleetTrace, assign: np.ndarray, replicas: int) -> list[np.ndarray]:
@@ -407,23 +426,34 @@ def _prefill_tokens(ft: FleetTrace) -> np.ndarray:
     return np.where(inp > 0, inp, np.diff(ft.off) * max(ft.block_size, 1))
 
 
-def _run_blind(specs, ft, replicas, choice, router, setup, names, progress) -> list[FleetResult]:
-    """A router that reads no cache: route once, then each replica serves its share."""
-    from shadow.sim.drive import run_trace
-    from shadow.sim.simulator import Simulator
-    from shadow.sim.timing import FIELDS, CTX_FIELDS, run_trace_recorded
-
-    sched = Schedule(setup.timing, setup.service, ft, replicas, setup.path, choice.label)
-    load = Load(replicas)
+def _route_blind(ft: FleetTrace, router: Router, sched: "Schedule", load: Load,
+                 tokens: np.ndarray) -> tuple[np.ndarray, int]:
+    """Each request's replica (file order) and the router index's peak, in arrival order."""
     pb = prompt_blocks(ft)
     ts = arrival_seconds(ft.rec)
     assign = np.zeros(ft.n, dtype=np.int64)
-    tokens = _prefill_tokens(ft)
     view = _BlindView(load)
     index_peak = 0
-    for i in sched.order.tolist():
+    order = sched.order
+    ahead = router.route_all(ft.n)
+    if ahead is not None:
+        assign[order] = ahead
+    if sched.timing == "serial":
+        # NOTE: one request at a time: each is complete before the next is routed, so the load
+        # a router reads is always none and there is no schedule to keep (peak running 1)
+        load.peak_running = [int(c > 0) for c in np.bincount(assign, minlength=load.replicas)]
+        if ahead is not None:
+            return assign, 0
+        for i in range(ft.n):
+            assign[i] = router.route(_query(ft, i, pb, ts), view)
+            size = router.index_size(view)
+            if size > index_peak:
+                index_peak = size
+        load.peak_running = [int(c > 0) for c in np.bincount(assign, minlength=load.replicas)]
+        return assign, index_peak
+    for k, i in enumerate(order.tolist()):
         load.advance(int(sched.route_us[i]))
-        r = router.route(_query(ft, i, pb, ts), view)
+        r = int(ahead[k]) if ahead is not None else router.route(_query(ft, i, pb, ts), view)
         assign[i] = r
         sched.place(i, r)
         load.routed(r, int(sched.start[i]), int(sched.prefill_end[i]), int(sched.done[i]),
@@ -432,6 +462,120 @@ def _run_blind(specs, ft, replicas, choice, router, setup, names, progress) -> l
         if size > index_peak:
             index_peak = size
     load.advance(np.iinfo(np.int64).max)
+    return assign, index_peak
+
+
+def _run_stream(specs, tr, replicas, choice, router, setup, names, progress
+                ) -> list[FleetResult]:
+    """Serial timing, a router that reads no cache: each decoded batch is routed (file order)
+    and each replica's part of it fed to that replica's simulator, as ``run_trace`` feeds one."""
+    from shadow.sim.oracle import attach_next_access
+    from shadow.sim.simulator import Simulator, prefetched
+
+    sims = [Simulator(specs, **setup.sim_kwargs) for _ in range(replicas)]
+    view = _BlindView(Load(replicas))
+    reqs = [0] * replicas
+    toks = [0] * replicas
+    index_peak = 0
+    fed = [0, 0]
+    try:
+        if replicas == 1 and sims[0].needs_next_access:
+            if not tr.header.has_next_access:
+                oracles = sorted({s.policy for s in specs
+                                  if policy_info(s.policy).needs_next_access})
+                raise ShadowError(f"{setup.path}: the trace has no next-access times, which "
+                                  f"{', '.join(oracles)} need (convert it with `shadow convert`)")
+            attach_next_access(sims[0], tr)
+        B = int(getattr(tr.header, "block_size_tokens", 0) or 0)
+        for batch in prefetched(tr):
+            rec = batch.records
+            n = int(rec.shape[0])
+            first = int(batch.first_request)
+            _check_records(choice, router, setup, rec, first)
+            off = np.asarray(batch.offsets, dtype=np.int64)
+            assign = router.route_all(n)
+            if assign is None:
+                nb = np.diff(off)
+                inp = rec["input_length"].astype(np.int64)
+                pb = nb if B <= 0 else np.where(inp > 0, np.minimum(nb, inp // B), nb)
+                ts = arrival_seconds(rec)
+                ids = np.asarray(batch.block_ids)
+                assign = np.empty(n, dtype=np.int64)
+                for i in range(n):
+                    a = int(off[i])
+                    assign[i] = router.route(_query_of(rec[i], ids[a:a + int(pb[i])], first + i,
+                                                       float(ts[i])), view)
+                    size = router.index_size(view)
+                    if size > index_peak:
+                        index_peak = size
+            inp = rec["input_length"].astype(np.int64)
+            tk = np.where(inp > 0, inp, np.diff(off) * max(B, 1))
+            if replicas == 1:
+                sims[0].feed(batch)
+                reqs[0] += n
+                toks[0] += int(tk.sum())
+            else:
+                for r, part, idx in _parts(batch, off, assign, replicas):
+                    sims[r].feed(part)
+                    reqs[r] += part.n_requests
+                    toks[r] += int(tk[idx].sum())
+            fed[0] += int(off[-1])
+            fed[1] += n
+            if progress is not None:
+                progress(fed[0], fed[1])
+    except BaseException:
+        for s in sims:
+            s.abort()
+        raise
+    for s in sims:
+        s.close()
+    per_replica = [s.results() for s in sims]
+    peak = [int(c > 0) for c in reqs]
+    out = []
+    for k, _ in enumerate(specs):
+        parts = [per_replica[r][k] for r in range(replicas)]
+        out.append(FleetResult(sum_results(parts, names), parts, choice.label, reqs, toks, peak,
+                               index_peak, names))
+    return out
+
+
+def _parts(batch: Batch, off: np.ndarray, assign: np.ndarray, replicas: int):
+    """Each replica's requests of ``batch`` as a batch of their own: (replica, batch, the
+    requests' indices in ``batch``), replicas with none left out.
+
+    NOTE: one stable sort of the entries by replica (a radix sort of 16-bit keys) and one
+    gather of the ids serve every replica; their next-access times are not gathered (no
+    oracle runs in a fleet of several), each part gets -1 throughout."""
+    lens = np.diff(off)
+    rep = assign.astype(np.uint16)
+    req_order = np.argsort(rep, kind="stable")
+    req_ends = np.cumsum(np.bincount(rep, minlength=replicas))
+    ent = np.repeat(rep, lens)
+    ids = np.asarray(batch.block_ids)[np.argsort(ent, kind="stable")]
+    ent_ends = np.cumsum(np.bincount(ent, minlength=replicas))
+    none = np.full(ids.shape[0], -1, dtype=np.int64)
+    r0 = e0 = 0
+    for r in range(replicas):
+        r1, e1 = int(req_ends[r]), int(ent_ends[r])
+        if r1 > r0:
+            idx = req_order[r0:r1]
+            sub = np.zeros(r1 - r0 + 1, dtype=np.int64)
+            np.cumsum(lens[idx], out=sub[1:])
+            yield r, Batch(batch.records[idx], sub, ids[e0:e1], none[:e1 - e0],
+                           first_request=int(batch.first_request) + int(idx[0])), idx
+        r0, e0 = r1, e1
+
+
+def _run_blind(specs, ft, replicas, choice, router, setup, names, progress) -> list[FleetResult]:
+    """A router that reads no cache: route once, then each replica serves its share."""
+    from shadow.sim.drive import run_trace
+    from shadow.sim.simulator import Simulator
+    from shadow.sim.timing import FIELDS, CTX_FIELDS, run_trace_recorded
+
+    sched = Schedule(setup.timing, setup.service, ft, replicas, setup.path, choice.label)
+    load = Load(replicas)
+    tokens = _prefill_tokens(ft)
+    assign, index_peak = _route_blind(ft, router, sched, load, tokens)
     shares = _shares(ft, assign, replicas)
     per_replica: list[list[Result]] = []
     fed = [0, 0]

@@ -8,7 +8,7 @@ import pytest
 
 from shadow.sim.drive import run_trace
 from shadow.sim.fleet.router import ROUTERS, parse_router
-from shadow.sim.fleet.run import FleetSetup, load_trace, run_fleet
+from shadow.sim.fleet.run import FleetSetup, run_fleet
 from shadow.sim.results import CacheSpec
 from shadow.sim.service import parse_service
 from shadow.sim.simulator import Simulator
@@ -36,10 +36,11 @@ def _single(path: str, timing: str, specs=SPECS, service=None) -> list[str]:
 def _fleet(path: str, router: str, timing: str, specs=SPECS, service=None):
     lookup = "all" if timing == "serial" else "vllm"
     with open_trace(path) as tr:
-        ft = load_trace(tr)
-    kw = dict(trace_name=path, lookup=lookup, block_size_tokens=ft.block_size, threads=1)
-    return run_fleet(specs, ft, 1, parse_router(router),
-                     FleetSetup(kw, timing=timing, service=service, path=path))
+        kw = dict(trace_name=path, lookup=lookup, block_size_tokens=tr.header.block_size_tokens,
+                  threads=1)
+        # NOTE: the open trace, as the CLI passes it: streamed where the driver can
+        return run_fleet(specs, tr, 1, parse_router(router),
+                         FleetSetup(kw, timing=timing, service=service, path=path))
 
 
 ROUTABLE = [r for r in ROUTERS if r not in NEEDS_MERGED]
