@@ -702,10 +702,15 @@ def _request_arrays(sim, ft: FleetTrace):
 
 
 def _serve_serial(ft, sims, router, view, sched, load) -> tuple[np.ndarray, int]:
-    """Route and serve each request in file order, whole (``Simulator.feed``'s rules)."""
-    from shadow.sim.fleet._probe import resident_mask
+    """Route and serve each request in file order, whole (``Simulator.feed``'s rules).
 
-    pb = prompt_blocks(ft)
+    kv_aware without lag runs through the compiled loop (:mod:`shadow.sim.fleet._serial`)
+    while its index is exactly the resident sets, and through its router object one request at
+    a time while a speculation is alive (the reference path, tested equal)."""
+    from shadow.sim.fleet._probe import resident_mask
+    from shadow.sim.fleet.kv_aware import KvAware
+
+    pb = np.ascontiguousarray(prompt_blocks(ft), dtype=np.int64)
     ts, nm, na, info = _request_arrays(sims[0], ft)
     lens = np.diff(ft.off)
     longest = int(lens.max()) if lens.shape[0] else 0
@@ -717,36 +722,61 @@ def _serve_serial(ft, sims, router, view, sched, load) -> tuple[np.ndarray, int]
     mask = np.zeros(max(longest, 1), dtype=np.uint8)
     assign = np.zeros(ft.n, dtype=np.int64)
     index_peak = 0
-    tokens = _prefill_tokens(ft)
-    for i in range(ft.n):
+    fast = (type(router) is KvAware and router.index.lag <= 0 and not _REFERENCE_ONLY)
+    peak = np.zeros(2, dtype=np.int64)
+    runs = [s.runs[0] for s in sims]
+    i = 0
+    while i < ft.n:
+        if fast and router.index.simple():
+            from shadow.sim.fleet._serial import kv_serial
+            cexact, cint = sims[0]._cost_exact, sims[0]._cost_int
+            j = kv_serial(runs, ft.off, ft.ids, ft.nxt, pb, ts, cexact, cint, nm, na, info, i,
+                          router.index.speculative, assign, peak)
+            index_peak = max(index_peak, int(peak[0]))
+            if peak[1] >= 0:
+                a = int(ft.off[j - 1])
+                blocks = ft.ids[a + int(peak[1]):a + int(pb[j - 1])]
+                router.index.speculate(int(assign[j - 1]), blocks, float(ts[j - 1]))
+                router.index.stored(int(assign[j - 1]), blocks[:0], float(ts[j - 1]), view)
+            i = j
+            continue
         a, b = int(ft.off[i]), int(ft.off[i + 1])
         r = router.route(_query(ft, i, pb, ts), view)
         assign[i] = r
-        sched.place(i, r)
-        load.routed(r, int(sched.start[i]), int(sched.prefill_end[i]), int(sched.done[i]),
-                    int(tokens[i]), int(pb[i]))
-        sim = sims[r]
-        run = sim.runs[0]
+        run = runs[r]
         ids = ft.ids[a:b]
         wants = router.wants_stores()
         if wants:
             resident_mask(run.policy, ids, mask)
         one[1] = b - a
-        # NOTE: the one request as a batch of its own (Simulator.feed's arguments, sliced)
-        # NOTE: next-access times are read by oracles alone, which run with one replica only
-        run.serve_batch(one, ids, ft.nxt[a:b], ts[i:i + 1], sim._cost_exact, sim._cost_int, i,
-                        None if nm is None else nm[i:i + 1],
+        # NOTE: the one request as a batch of its own (Simulator.feed's arguments, sliced);
+        # next-access times are read by oracles alone, which run with one replica only
+        run.serve_batch(one, ids, ft.nxt[a:b], ts[i:i + 1], sims[r]._cost_exact,
+                        sims[r]._cost_int, i, None if nm is None else nm[i:i + 1],
                         None if na is None else na[i:i + 1],
                         None if info is None else info[i:i + 1])
         if wants:
-            router.stored(r, ids[mask[:b - a] == 0], float(ts[i]), view)
-        size = router.index_size(view)
-        if size > index_peak:
-            index_peak = size
-        load.advance(int(sched.done[i]))
+            router.stored(r, _newly_held(run.policy, ids, mask), float(ts[i]), view)
+        index_peak = max(index_peak, router.index_size(view))
+        i += 1
+    load.peak_running = [int(c > 0) for c in np.bincount(assign, minlength=len(sims))]
     for s in sims:
         s._report()
     return assign, index_peak
+
+
+def _newly_held(policy, ids: np.ndarray, before: np.ndarray) -> np.ndarray:
+    """The ``ids`` that ``policy`` holds now and did not before (``before``: their residency
+    then, from ``resident_mask``): what the replica stored, as its KV events report it."""
+    from shadow.sim.fleet._probe import resident_mask
+    k = ids.shape[0]
+    was = before[:k].copy()
+    resident_mask(policy, ids, before)
+    return ids[(was == 0) & (before[:k] == 1)]
+
+
+#: Serve kv_aware's serial fleets through the reference path only (tests compare the two).
+_REFERENCE_ONLY = False
 
 
 def _serve_timed(ft, sims, router, view, sched, load, setup) -> tuple[np.ndarray, int]:
@@ -815,7 +845,7 @@ def _serve_timed(ft, sims, router, view, sched, load, setup) -> tuple[np.ndarray
                                  int(sched.start[i]) / 1e6, None, cat, sess, nxt)
             sim.serve_live(batch)
             if wants:
-                router.stored(r, ids[mask[:ids.shape[0]] == 0], t_us / 1e6, view)
+                router.stored(r, _newly_held(sim.runs[0].policy, ids, mask), t_us / 1e6, view)
         else:
             ids = ft.ids[a + int(n_prompt[i]):a + int(n_rel[i])]
             if wants:
@@ -824,7 +854,7 @@ def _serve_timed(ft, sims, router, view, sched, load, setup) -> tuple[np.ndarray
             sim.serve_live(batch)
             adm[i] = None
             if wants:
-                router.stored(r, ids[mask[:ids.shape[0]] == 0], t_us / 1e6, view)
+                router.stored(r, _newly_held(sim.runs[0].policy, ids, mask), t_us / 1e6, view)
         size = router.index_size(view)
         if size > index_peak:
             index_peak = size
