@@ -543,22 +543,24 @@ def _parts(batch: Batch, off: np.ndarray, assign: np.ndarray, replicas: int):
     """Each replica's requests of ``batch`` as a batch of their own: (replica, batch, the
     requests' indices in ``batch``), replicas with none left out.
 
-    NOTE: one stable sort of the entries by replica (a radix sort of 16-bit keys) and one
-    gather of the ids serve every replica; their next-access times are not gathered (no
-    oracle runs in a fleet of several), each part gets -1 throughout."""
+    NOTE: one counting pass (:func:`shadow.sim.fleet._split.split`) lays every replica's ids
+    side by side; their next-access times are not gathered (no oracle runs in a fleet of
+    several), each part gets -1 throughout."""
+    from shadow.sim.fleet._split import split
+    n = off.shape[0] - 1
+    order = np.empty(n, dtype=np.int64)
+    req_ends = np.empty(replicas, dtype=np.int64)
+    ids = np.empty(int(off[-1]), dtype=np.int64)
+    ent_ends = np.empty(replicas, dtype=np.int64)
+    split(off, np.ascontiguousarray(batch.block_ids, dtype=np.int64),
+          np.ascontiguousarray(assign, dtype=np.int64), replicas, order, req_ends, ids, ent_ends)
     lens = np.diff(off)
-    rep = assign.astype(np.uint16)
-    req_order = np.argsort(rep, kind="stable")
-    req_ends = np.cumsum(np.bincount(rep, minlength=replicas))
-    ent = np.repeat(rep, lens)
-    ids = np.asarray(batch.block_ids)[np.argsort(ent, kind="stable")]
-    ent_ends = np.cumsum(np.bincount(ent, minlength=replicas))
     none = np.full(ids.shape[0], -1, dtype=np.int64)
     r0 = e0 = 0
     for r in range(replicas):
         r1, e1 = int(req_ends[r]), int(ent_ends[r])
         if r1 > r0:
-            idx = req_order[r0:r1]
+            idx = order[r0:r1]
             sub = np.zeros(r1 - r0 + 1, dtype=np.int64)
             np.cumsum(lens[idx], out=sub[1:])
             yield r, Batch(batch.records[idx], sub, ids[e0:e1], none[:e1 - e0],

@@ -36,3 +36,26 @@ def test_probe_equals_reference(policy):
             assert mask[:len(ids)].tolist() == probe_ref.resident_mask(r, ids)
             assert held == sum(probe_ref.resident_mask(r, ids))
     assert found > 0            # the queries do meet resident prefixes
+
+
+def test_split_equals_reference():
+    from shadow.sim.fleet._split import split
+    rng = np.random.default_rng(3)
+    for replicas in (1, 2, 5):
+        lens = rng.integers(0, 6, 40)
+        off = np.zeros(41, dtype=np.int64)
+        np.cumsum(lens, out=off[1:])
+        ids = rng.integers(1, 1000, int(off[-1])).astype(np.int64)
+        assign = rng.integers(0, replicas, 40).astype(np.int64)
+        order = np.empty(40, dtype=np.int64)
+        re, ee = np.empty(replicas, dtype=np.int64), np.empty(replicas, dtype=np.int64)
+        out = np.empty(ids.shape[0], dtype=np.int64)
+        split(off, ids, assign, replicas, order, re, out, ee)
+        want = probe_ref.split(off, ids, assign, replicas)
+        r0 = e0 = 0
+        for r in range(replicas):
+            assert order[r0:re[r]].tolist() == want[r][0]
+            assert out[e0:ee[r]].tolist() == want[r][1]
+            r0, e0 = re[r], ee[r]
+    with pytest.raises(ValueError, match="assigned to replica 7"):
+        split(off, ids, np.full(40, 7, dtype=np.int64), replicas, order, re, out, ee)
