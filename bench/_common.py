@@ -36,7 +36,10 @@ def loop_only(arrays: tuple[np.ndarray, np.ndarray, np.ndarray], policy: str, si
               reps: int = 2) -> tuple[float, int]:
     """CPU seconds (best of ``reps``) and block accesses of one cache over arrays in memory
     (pins on, deepest-first, verify on, uniform cost: as bench_sim's ``run``)."""
-    from shadow.sim.loop import CacheRun
+    try:
+        from shadow.sim.core.loop import CacheRun
+    except ImportError:  # NOTE: a tree from before shadow/sim's sub-packages (bench/ab_builds.py)
+        from shadow.sim.loop import CacheRun
     from shadow.sim.registry import make_policy
     off, ids, nxt = arrays
     n = len(off) - 1

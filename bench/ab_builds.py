@@ -39,7 +39,10 @@ def worker(mode: str, trace: str) -> None:
     """Serve ``policy size`` lines from stdin, one rate (M block accesses/s) per line."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from shadow.sim import CacheSpec, Simulator
-    from shadow.sim.simulator import prefetched
+    try:
+        from shadow.sim.core.simulator import prefetched
+    except ImportError:  # NOTE: a tree from before shadow/sim's sub-packages
+        from shadow.sim.simulator import prefetched
     from shadow.trace import open_trace
 
     arrays = load_arrays(trace) if mode == "loop" else None
@@ -47,7 +50,10 @@ def worker(mode: str, trace: str) -> None:
     try:
         # NOTE: decoded as the tree's `shadow simulate` decodes it (trees older than
         # sim_decode_threads use the reader's default)
-        from shadow.sim.drive import sim_decode_threads
+        try:
+            from shadow.sim.core.drive import sim_decode_threads
+        except ImportError:  # NOTE: a tree from before shadow/sim's sub-packages
+            from shadow.sim.drive import sim_decode_threads
         open_kw["decode_threads"] = sim_decode_threads()
     except ImportError:
         pass

@@ -36,7 +36,7 @@ from bench_sim import tiled_trace  # noqa: E402
 def loop_run(arrays, policy: str, params: str, size: int, order: str,
              reps: int = 2) -> tuple[float, int, int]:
     """(best CPU seconds, block accesses, evictions) of one cache over arrays in memory."""
-    from shadow.sim.loop import CacheRun
+    from shadow.sim.core.loop import CacheRun
     from shadow.sim.registry import make_policy
     off, ids, nxt = arrays
     n = len(off) - 1

@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from shadow.sim import CacheSpec, Simulator  # noqa: E402
-from shadow.sim.simulator import prefetched  # noqa: E402
+from shadow.sim.core.simulator import prefetched  # noqa: E402
 from shadow.sim.registry import is_built, list_policies  # noqa: E402
 from shadow.trace import convert_file, open_trace  # noqa: E402
 from _common import load_arrays, loop_only, parse_size  # noqa: E402,F401
@@ -72,7 +72,7 @@ def decode_only(path: Path) -> tuple[float, int, float]:
 def run(path: Path, specs: list[CacheSpec], limit: int | None = None,
         threads: int | None = None) -> tuple[float, int, float]:
     """Wall seconds, block accesses, CPU seconds (all threads) of one pass."""
-    from shadow.sim.drive import sim_decode_threads
+    from shadow.sim.core.drive import sim_decode_threads
     sim = Simulator(specs, threads=threads)
     n = 0
     c = time.process_time()
@@ -114,7 +114,7 @@ def rss():
         if line.startswith('VmRSS:'):
             return int(line.split()[1]) * 1024
 from shadow.sim.registry import make_policy
-from shadow.sim.loop import CacheRun
+from shadow.sim.core.loop import CacheRun
 ids = np.random.default_rng(1).integers(1, 4 * {slots} + 1, {churn}).tolist()
 before = rss()
 p = make_policy({name!r}, {slots})

@@ -23,10 +23,10 @@ sys.path.insert(0, str(ROOT))
 
 from bench.bench_timing import make_recording  # noqa: E402
 from shadow.sim import CacheSpec, Simulator  # noqa: E402
-from shadow.sim.cost import parse_cost_model  # noqa: E402
-from shadow.sim.tier import parse_tier, parse_tiers  # noqa: E402
-from shadow.sim.tiered import run_with_tiers  # noqa: E402
-from shadow.sim.timing import run_trace_recorded  # noqa: E402
+from shadow.sim.cost.models import parse_cost_model  # noqa: E402
+from shadow.sim.tiers.model import parse_tier, parse_tiers  # noqa: E402
+from shadow.sim.tiers.run import run_with_tiers  # noqa: E402
+from shadow.sim.timing.run import run_trace_recorded  # noqa: E402
 from shadow.trace import open_trace  # noqa: E402
 
 
@@ -70,7 +70,7 @@ def main() -> None:
     print(f"lru 8k + cpu 32k > disk 128k:    {mc:.3f} s CPU")
     print(f"tier / alone: x{mt / ma:.2f} of the time (target <= x1.5)")
     print(f"chain / alone: x{mc / ma:.2f} of the time")
-    from shadow.sim.tierloop import ChunkTier
+    from shadow.sim.tiers.loop import ChunkTier
     n = 1 << 20
     for policy in ("lru", "arc"):
         b = ChunkTier(n, policy).allocated_bytes()

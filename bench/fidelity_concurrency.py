@@ -10,7 +10,7 @@ one-off prompts) ``batch`` requests at a time (tests/connector/test_timing_recor
 ``serve_concurrently``).  The recording, joined by ``shadow convert``
 (``bench/out/fidelity-conc<batch>.lcp.zst``), is served offline two ways:
 
-* ``recorded``: ``--timing recorded`` (shadow/sim/timing.py), in every configured cache; its
+* ``recorded``: ``--timing recorded`` (shadow/sim/timing/run.py), in every configured cache; its
   counters are compared with each live cache's;
 * ``serial``: the same records one at a time in file (completion) order, through the same path.
 

@@ -16,7 +16,7 @@ blocks per trace block):
 * ``n_partial``: 1 if ``(N + O - 1) % B`` (the last, partial block: held, never cached), else 0.
 
 :class:`BlockPoolModel` replays such requests through vLLM's block pool as
-:class:`shadow.sim.vllm_pool.VllmBlockPool` models it (the live connector's ``vllm`` caches,
+:class:`shadow.sim.engine.pool.VllmBlockPool` models it (the live connector's ``vllm`` caches,
 tested against the engine after every step): duplicate physical copies of one hash included.
 It is the cross-check for the simulator's ``vllm`` policy.
 """
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from itertools import count
 from typing import Iterator
 
-from shadow.sim.vllm_pool import VllmBlockPool
-from shadow.sim.vllm_rules import computed_tokens, full_blocks, max_hit_blocks, partial_tail_blocks
+from shadow.sim.engine.pool import VllmBlockPool
+from shadow.sim.engine.rules import computed_tokens, full_blocks, max_hit_blocks, partial_tail_blocks
 
 UNIQUE_BASE = 1 << 52  # above every trace-derived key: b*k + j for trace ids < 2**40
 
@@ -66,7 +66,7 @@ def engine_request(blocks: list[int] | tuple[int, ...], tail: int, tokens_per_bl
 class BlockPoolModel:
     """vLLM's block pool with ``num_blocks - 1`` usable blocks, for whole replayed requests.
 
-    A thin adapter over :class:`shadow.sim.vllm_pool.VllmBlockPool`, the pool the live connector
+    A thin adapter over :class:`shadow.sim.engine.pool.VllmBlockPool`, the pool the live connector
     runs and tests against the engine step by step: a request is admitted with its prompt (the
     lookup stops at the first miss, at most ``max_hit`` blocks), then grows to the tokens the
     engine computes (its generated blocks cached, the last partial block held), and is freed

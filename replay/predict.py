@@ -197,7 +197,7 @@ def predict_recorded(results: list[RequestResult], recording: str, *, block_size
                      num_gpu_blocks: int, policies: list[str] | None = None,
                      cost_model: str = "uniform") -> Prediction:
     """The prediction from the engine's own recording (the ShadowConnector's, ``record_dir``),
-    served with ``shadow simulate --timing recorded`` (:mod:`shadow.sim.timing`): every
+    served with ``shadow simulate --timing recorded`` (:mod:`shadow.sim.timing.run`): every
     admission and release in the engine's order, as the connector stamped them, queueing and
     preemptions included.  For a replay that ran requests concurrently this replaces the
     send-order approximation of :func:`predict`.
@@ -212,7 +212,7 @@ def predict_recorded(results: list[RequestResult], recording: str, *, block_size
 
     from shadow.sim import CacheSpec, Simulator, list_policies
     from shadow.sim.registry import policy_info
-    from shadow.sim.timing import run_trace_recorded
+    from shadow.sim.timing.run import run_trace_recorded
 
     batches, rec_block = _recording_batches(recording)
     if rec_block != block_size:

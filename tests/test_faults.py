@@ -28,7 +28,7 @@ from tests.conftest import TEST_DATA
 from tests.fault_support import (ROOT, SHADOW, SLOW_SWEEP, descendants, finish, open_files, run,
                                  signal_at, start, stray_files, wait_gone, without_dac_override)
 
-pytest.importorskip("shadow.sim.loop")
+pytest.importorskip("shadow.sim.core.loop")
 
 CONVERSATION = TEST_DATA / "mooncake_conversation.jsonl"
 #: Copies of the conversation trace in the large input: big enough that reading and writing it

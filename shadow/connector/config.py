@@ -88,7 +88,7 @@ class ShadowConfig:
     engine_id: str = "0"
     dp_rank: int = 0
     enabled: bool = True
-    #: offload tiers (shadow.sim.tier.TierSpec), one per size, and their capacities in chunks
+    #: offload tiers (shadow.sim.tiers.model.TierSpec), one per size, and their capacities in chunks
     tiers: tuple = ()
     tier_chunks: tuple[int, ...] = ()
     tier_caches: str = "engine"
@@ -241,7 +241,7 @@ def default_cost_model(model_config_json: str | None, block_size: int) -> str:
     has what the costs need, else ``uniform`` (with one warning line saying why)."""
     if not model_config_json:
         return "uniform"
-    from shadow.sim.cost import parse_cost_model
+    from shadow.sim.cost.models import parse_cost_model
 
     spec = f"model:{model_config_json},{block_size}"
     try:
@@ -325,7 +325,7 @@ def parse_extra_config(extra: dict[str, Any] | None, *, block_size: int, engine_
     else:
         cost_model = default_cost_model(model_config_json, block_size)
     if check_cost_model:
-        from shadow.sim.cost import parse_cost_model
+        from shadow.sim.cost.models import parse_cost_model
 
         try:
             parse_cost_model(cost_model)
@@ -406,9 +406,9 @@ def parse_extra_config(extra: dict[str, Any] | None, *, block_size: int, engine_
 
 def _tiers(extra: Mapping[str, Any], block_size: int,
            bytes_per_block: int | None) -> tuple[tuple, tuple[int, ...], str]:
-    """The ``tiers`` entries (``--tier`` text or mappings, shadow.sim.tier.parse_tier_entry),
+    """The ``tiers`` entries (``--tier`` text or mappings, shadow.sim.tiers.model.parse_tier_entry),
     their capacities in chunks, and ``tier_caches``; every check done here, at start-up."""
-    from shadow.sim.tier import parse_tier_entry
+    from shadow.sim.tiers.model import parse_tier_entry
 
     tier_caches = str(extra.get("tier_caches", "engine"))
     if tier_caches not in TIER_CACHES:

@@ -50,7 +50,7 @@ from shadow.connector.metrics import (ShadowCollector, ShadowPromMetrics, Shadow
 from shadow.connector.schema import PayloadDelta, cumulative_payload, empty_payload
 from shadow.connector.worker import Admit, Preempt, Prediction, Release, Reset, ShadowWorker, Step
 from shadow.errors import ShadowError
-from shadow.sim.vllm_rules import full_blocks, max_hit_blocks, partial_tail_blocks
+from shadow.sim.engine.rules import full_blocks, max_hit_blocks, partial_tail_blocks
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -334,7 +334,7 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
                     continue
                 req, n_adm = st
                 # NOTE: it computed all its tokens but the last sampled one, and held the partial
-                # block of those as a finished request does (vllm_rules.partial_tail_blocks)
+                # block of those as a finished request does (engine.rules.partial_tail_blocks)
                 n_full = max_hit_blocks(req.num_tokens, self.block_size)
                 pre.append(Preempt(rid, req.block_hashes[n_adm:n_full],
                                    partial_tail_blocks(req.num_tokens - 1, max(n_full, n_adm),
@@ -468,11 +468,11 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
         return None
 
     def pool(self, key: str):
-        """The live :class:`shadow.sim.vllm_pool.VllmBlockPool` of ``vllm`` cache ``key``
+        """The live :class:`shadow.sim.engine.pool.VllmBlockPool` of ``vllm`` cache ``key``
         (``"vllm|<capacity>"``), for reading its state in process after :meth:`flush`."""
         if self._worker is None:
             raise KeyError(key)
-        from shadow.sim.vllm_pool import VllmBlockPool
+        from shadow.sim.engine.pool import VllmBlockPool
 
         run = self._worker.cache_state(key)
         if not isinstance(run, VllmBlockPool):

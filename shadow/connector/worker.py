@@ -33,10 +33,10 @@ from shadow.connector.config import ShadowConfig
 from shadow.connector.interner import BlockInterner
 from shadow.connector.schema import (CACHE_FIELDS, TIER_FIELDS, WORKER_FIELDS, Snapshot,
                                      cache_key, tier_key)
-from shadow.sim.live import LiveBatch
-from shadow.sim.tier import TierSpec
-from shadow.sim.tierloop import ChunkTier
-from shadow.sim.vllm_rules import blocks_held, full_blocks, max_hit_blocks
+from shadow.sim.live.batch import LiveBatch
+from shadow.sim.tiers.model import TierSpec
+from shadow.sim.tiers.loop import ChunkTier
+from shadow.sim.engine.rules import blocks_held, full_blocks, max_hit_blocks
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ class Call(NamedTuple):
     fn: Callable[[], Any]
 
 
-#: The policy whose live caches are vLLM's physical block pool (shadow.sim.vllm_pool).
+#: The policy whose live caches are vLLM's physical block pool (shadow.sim.engine.pool).
 POOL_POLICY = "vllm"
 #: Events served per ``Simulator.serve_live`` call (and per counter snapshot).
 BATCH_MAX = 256
@@ -170,8 +170,8 @@ def counter_row(r: Any, query_tokens: float, prefix_hit_tokens: float) -> tuple[
 
 @dataclass(slots=True)
 class _TierRun:
-    """One offload tier behind one shadow cache (shadow.sim.tierloop's compiled form of
-    shadow.sim.tier), driven by the cache's admissions in the engine's order with each
+    """One offload tier behind one shadow cache (shadow.sim.tiers.loop's compiled form of
+    shadow.sim.tiers.model), driven by the cache's admissions in the engine's order with each
     admission's first-miss hit.  ``chunk_bytes`` is 0 when the bytes of a block are unknown
     (the byte counters then stay 0)."""
 
@@ -208,7 +208,7 @@ class _TierRun:
 class _Caches:
     """Every shadow cache of one configuration, in configuration order (``keys``).
 
-    ``vllm`` caches are :class:`shadow.sim.vllm_pool.VllmBlockPool` objects (vLLM's physical
+    ``vllm`` caches are :class:`shadow.sim.engine.pool.VllmBlockPool` objects (vLLM's physical
     pool, duplicates included, driven step by step); every other policy runs in one
     :class:`shadow.sim.Simulator` through its live API.  ``runs[i]`` has the counter attributes
     of either kind.  ``engine_pool`` is the pool at the engine's own capacity that places each
@@ -217,8 +217,8 @@ class _Caches:
 
     def __init__(self, cfg: ShadowConfig) -> None:
         from shadow.sim import CacheSpec, Simulator
-        from shadow.sim.cost import parse_cost_model
-        from shadow.sim.vllm_pool import VllmBlockPool
+        from shadow.sim.cost.models import parse_cost_model
+        from shadow.sim.engine.pool import VllmBlockPool
 
         self.cfg = cfg
         cost = parse_cost_model(cfg.cost_model).cost
@@ -523,7 +523,7 @@ class ShadowWorker:
     def _serve_tiers(self, tiers: list[_TierRun], ids: Sequence[int], num_tokens: int,
                      hit_blocks: int) -> None:
         """One admission through the tiers behind a cache that served it with a first-miss
-        hit of ``hit_blocks`` (lookup, load, store and finish at once: shadow.sim.tier).
+        hit of ``hit_blocks`` (lookup, load, store and finish at once: shadow.sim.tiers.model).
 
         NOTE: every admission, re-admissions after a preemption included, with the tokens it
         was admitted with: the recording keeps each as a record of its own, so offline

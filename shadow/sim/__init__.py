@@ -5,7 +5,7 @@ Never imports vLLM.  See docs/design.md "Simulator API" and shadow/sim/README.md
 
 from __future__ import annotations
 
-from shadow.sim.cost import CostModel, parse_cost_model
+from shadow.sim.cost.models import CostModel, parse_cost_model
 from shadow.sim.registry import list_policies, make_policy
 
 __all__ = ["Simulator", "CacheSpec", "Result", "Admission", "LiveBatch", "list_policies", "make_policy",
@@ -15,12 +15,12 @@ __all__ = ["Simulator", "CacheSpec", "Result", "Admission", "LiveBatch", "list_p
 def __getattr__(name: str):
     # NOTE: lazy, so `import shadow.sim` works before the extension modules are built.
     if name == "Simulator":
-        from shadow.sim import simulator
+        from shadow.sim.core import simulator
         return simulator.Simulator
     if name in ("CacheSpec", "Result"):
-        from shadow.sim import results
+        from shadow.sim.core import results
         return getattr(results, name)
     if name in ("Admission", "LiveBatch"):
-        from shadow.sim import live
+        from shadow.sim.live import batch as live
         return getattr(live, name)
     raise AttributeError(name)

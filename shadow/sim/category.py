@@ -1,7 +1,7 @@
 """Request categories: the trace's ``type`` and ``turn`` folded into the int64 a policy compares.
 
 A policy that sets ``wants_request_ctx`` gets each request's category in ``set_request_ctx``
-(policy.pxd ``ArrivalCtx.category``), before the request's match and allocation.  Policies compare
+(core/policy.pxd ``ArrivalCtx.category``), before the request's match and allocation.  Policies compare
 categories for equality only; **0 is one undifferentiated class** (PrefixSim's convention: a
 trace with neither field is one class).  The folds (``--category``, the connector's ``category``
 key), over the lcp record's ``type_id`` (0 untyped, docs/lcp.md) and ``turn`` (0 unknown, the
@@ -61,10 +61,10 @@ def fold(type_id: np.ndarray | int, turn: np.ndarray | int, mode: str) -> np.nda
 
 
 def request_info(records: np.ndarray, mode: str) -> np.ndarray:
-    """Each request's info row (livewire.pxd: category, session id, next request of its session),
+    """Each request's info row (live/wire.pxd: category, session id, next request of its session),
     ``(n, INFO_WIDTH)`` int64, from lcp records (``RECORD_DTYPE``) or a mapping of their
     ``type_id``, ``turn``, ``session_id`` and ``session_next_req`` columns."""
-    from shadow.sim.livewire import INFO_CATEGORY, INFO_SESSION, INFO_SESSION_NEXT, INFO_WIDTH
+    from shadow.sim.live.wire import INFO_CATEGORY, INFO_SESSION, INFO_SESSION_NEXT, INFO_WIDTH
 
     n = int(np.shape(records["type_id"])[0])
     info = np.empty((n, INFO_WIDTH), dtype=np.int64)

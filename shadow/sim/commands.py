@@ -1,4 +1,4 @@
-"""``shadow simulate``: a thin click layer over :class:`shadow.sim.simulator.Simulator`."""
+"""``shadow simulate``: a thin click layer over :class:`shadow.sim.core.simulator.Simulator`."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from shadow.atomic import atomic_open, check_writable
 from shadow.cli_options import (allow_truncated_option, block_id_option, category_option,
                                 parse_name_list, parse_size_list, trace_option)
 from shadow.errors import ShadowError
-from shadow.sim.cost import COST_MODELS, parse_cost_model
+from shadow.sim.cost.models import COST_MODELS, parse_cost_model
 from shadow.progress import progress_bar
 from shadow.sim.registry import EXCLUDED, FAMILIES, POLICIES, is_built, policy_info
-from shadow.sim.service import SERVICE_DEFAULTS
-from shadow.sim.tier import kv_bytes_per_block, parse_tiers
-from shadow.sim.timing import TIMING_MODES, SerialOrder
+from shadow.sim.timing.service import SERVICE_DEFAULTS
+from shadow.sim.tiers.model import kv_bytes_per_block, parse_tiers
+from shadow.sim.timing.run import TIMING_MODES, SerialOrder
 
 log = logging.getLogger(__name__)
 
@@ -208,11 +208,11 @@ def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_or
             click.echo(line)
         return
 
-    from shadow.sim.drive import run_trace, sim_decode_threads
-    from shadow.sim.service import parse_service
-    from shadow.sim.timing import run_trace_recorded
-    from shadow.sim.tiered import run_with_tiers
-    from shadow.sim.simulator import CacheSpec, Simulator
+    from shadow.sim.core.drive import run_trace, sim_decode_threads
+    from shadow.sim.timing.service import parse_service
+    from shadow.sim.timing.run import run_trace_recorded
+    from shadow.sim.tiers.run import run_with_tiers
+    from shadow.sim.core.simulator import CacheSpec, Simulator
     from shadow.trace import bundled_trace_path, open_trace
 
     demo = trace is None

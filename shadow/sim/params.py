@@ -85,7 +85,7 @@ def format_params(params: dict[str, ParamValue]) -> str:
 
 #: Modifiers every pin-honouring policy takes beside its own parameters (``--algo-params``), with
 #: their defaults: ``leaf-only`` evicts a block only once no resident block names it as its prefix
-#: parent (radix-tree eviction; shadow/sim/policy.pxd, ``leaf``).
+#: parent (radix-tree eviction; shadow/sim/core/policy.pxd, ``leaf``).
 MODIFIERS = "leaf-only=false"
 
 

@@ -16,10 +16,10 @@ from shadow.sweep.plan import Cell
 def run_cell(cell: Cell) -> str:
     """Simulate ``cell`` and return the simulator's RESULT line(s) for it."""
     # NOTE: imported here so the driver (and `shadow sweep --help`) never loads the extensions.
-    from shadow.sim.drive import run_trace, sim_decode_threads
-    from shadow.sim.service import parse_service
-    from shadow.sim.simulator import CacheSpec, Simulator
-    from shadow.sim.timing import run_trace_recorded
+    from shadow.sim.core.drive import run_trace, sim_decode_threads
+    from shadow.sim.timing.service import parse_service
+    from shadow.sim.core.simulator import CacheSpec, Simulator
+    from shadow.sim.timing.run import run_trace_recorded
     from shadow.trace import open_trace
 
     if not os.path.isfile(cell.trace):
@@ -52,12 +52,12 @@ def run_cell(cell: Cell) -> str:
 
 def _run_tier_cell(cell: Cell, timing: str, service: str) -> str:
     """A cell with an offload tier: ``shadow simulate --tier`` for its one cache and tier."""
-    from shadow.sim.cost import parse_cost_model
-    from shadow.sim.service import parse_service
-    from shadow.sim.simulator import CacheSpec, Simulator
-    from shadow.sim.tier import kv_bytes_per_block, parse_tiers
-    from shadow.sim.tiered import run_with_tiers
-    from shadow.sim.timing import SerialOrder
+    from shadow.sim.cost.models import parse_cost_model
+    from shadow.sim.timing.service import parse_service
+    from shadow.sim.core.simulator import CacheSpec, Simulator
+    from shadow.sim.tiers.model import kv_bytes_per_block, parse_tiers
+    from shadow.sim.tiers.run import run_with_tiers
+    from shadow.sim.timing.run import SerialOrder
     from shadow.trace import open_trace
 
     tiers = parse_tiers(cell.tier)

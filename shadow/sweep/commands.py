@@ -11,8 +11,8 @@ from shadow.cli_options import (allow_truncated_option, block_id_option, categor
                                 parse_name_list, parse_size)
 from shadow.errors import ShadowError
 from shadow.sim.registry import policy_info
-from shadow.sim.service import parse_service
-from shadow.sim.timing import TIMING_MODES
+from shadow.sim.timing.service import parse_service
+from shadow.sim.timing.run import TIMING_MODES
 from shadow.sweep.plan import parse_capacities, plan_cells
 
 REPLAY_ORDERS = ("deepest-first", "prefix-order")
@@ -174,7 +174,7 @@ def _tier_cells(tiers: tuple[str, ...], tier_bytes: int | None, kv_config: str |
                 pairs: list[tuple[str, str]]) -> tuple[list[str], str]:
     """The cells' tier texts (one per tier size, canonical) and their block-bytes text, checked
     now rather than in every cell."""
-    from shadow.sim.tier import TierChainSpec, parse_tiers
+    from shadow.sim.tiers.model import TierChainSpec, parse_tiers
     if not tiers:
         if tier_bytes is not None or kv_config is not None:
             raise ShadowError("--bytes-per-block and --kv-config size a --tier; no --tier given")

@@ -128,7 +128,7 @@ def test_shadow_vllm_policy_reproduces_engine_hits(tmp_path):
     # ... and the offline `shadow simulate --lookup vllm` of it (whole requests, the final partial
     # block an anonymous slot) predicts the engine's cached tokens in total.
     from shadow.sim import CacheSpec, Simulator
-    from shadow.sim.drive import run_trace
+    from shadow.sim.core.drive import run_trace
     from shadow.trace import open_trace
 
     offline = Simulator([CacheSpec("vllm", cap)], lookup="vllm", block_size_tokens=BLOCK_SIZE)
@@ -168,7 +168,7 @@ def replay_like_vllm(path: str, capacity: int) -> list[int]:
     are inserted when it finishes, with the final partial block held meanwhile (as the live
     shadow does).  Requests are replayed in completion order, one at a time.
     """
-    from shadow.sim.vllm_rules import partial_tail_blocks
+    from shadow.sim.engine.rules import partial_tail_blocks
     from shadow.sim import CacheSpec, Simulator
     from shadow.trace import open_trace
 

@@ -10,7 +10,7 @@ from shadow.connector.config import MAX_TIER_PAIRS, parse_extra_config
 from shadow.connector.schema import TIER_FIELDS
 from shadow.connector.worker import ShadowWorker
 from shadow.errors import ShadowError
-from shadow.sim.tier import TierSpec, parse_tier
+from shadow.sim.tiers.model import TierSpec, parse_tier
 
 
 def parse(extra=None, **kw):
@@ -112,7 +112,7 @@ def test_the_worker_drives_a_tier_with_each_admissions_first_miss_hit():
     A's d (freed tail first, so d is the oldest cached), so C hits a-c on the GPU and d (4
     tokens) in the tier.  A reset empties the tiers and keeps their counters."""
     from shadow.connector.worker import Reset
-    from shadow.sim.vllm_rules import partial_tail_blocks
+    from shadow.sim.engine.rules import partial_tail_blocks
 
     cfg = parse_extra_config({"policies": ["lru", "vllm"], "capacity_factors": [1],
                               "capacities": [5], "tiers": "cpu:8blk:lru", "tier_caches": "all",

@@ -1,5 +1,5 @@
 """A concurrent recording served offline with ``--timing recorded`` gives every live shadow
-cache's counters exactly (shadow/sim/timing.py against the connector's worker).
+cache's counters exactly (shadow/sim/timing/run.py against the connector's worker).
 
 A real CPU engine (tiny model, 32-token blocks, the fidelity test's 27-block pool, up to 16
 running requests) serves the connector's fidelity workload 16 requests at a time, so requests
@@ -119,7 +119,7 @@ def serve_recorded(path: Path, keys: list[str], batches=None, cost_model: str = 
     ``keys`` names, under ``cost_model``: (results, per-request first-miss hit tokens per cache,
     start times), the requests in file order."""
     from shadow.sim import CacheSpec, Simulator
-    from shadow.sim.timing import run_trace_recorded
+    from shadow.sim.timing.run import run_trace_recorded
     from shadow.trace import open_trace
 
     specs = [CacheSpec(k.split("|")[0], int(k.split("|")[1])) for k in keys]
@@ -239,7 +239,7 @@ def test_tier_series_on_the_own_endpoint(recorded_run):
     from shadow.connector.schema import (TIER_CAPACITY_GAUGE, TIER_FIELDS, TIER_LABELS,
                                          TIER_OCCUPANCY_GAUGE, Payload as P, split_tier_key,
                                          tier_counter_name)
-    from shadow.sim.tier import kv_bytes_per_block
+    from shadow.sim.tiers.model import kv_bytes_per_block
     from tests.vllm_support import tiny_model_path
 
     live, _joined = recorded_run

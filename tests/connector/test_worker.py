@@ -9,7 +9,7 @@ import logging
 from shadow.connector.config import parse_extra_config
 from shadow.connector.schema import CACHE_FIELDS
 from shadow.connector.worker import Admit, Release, ShadowWorker
-from shadow.sim.vllm_rules import partial_tail_blocks
+from shadow.sim.engine.rules import partial_tail_blocks
 
 B = 4
 

@@ -38,7 +38,7 @@ def run_both(name: str, params: str, capacity: int, trace: list[list[int]], *, p
     get each request's arrival seconds, ``category`` fold, session and next request."""
     from shadow.sim import CacheSpec, Simulator
     from shadow.sim.category import request_info
-    from shadow.sim.livewire import INFO_CATEGORY, INFO_SESSION, INFO_SESSION_NEXT
+    from shadow.sim.live.wire import INFO_CATEGORY, INFO_SESSION, INFO_SESSION_NEXT
 
     nxt = next_access(trace)
     info = request_info(records, category) if records is not None else None
@@ -237,9 +237,9 @@ class RingAlways:
     ring form too."""
 
     def setup_method(self, method):
-        from shadow.sim.policies._dlist import set_ring_min_slots
+        from shadow.sim.policies._shared.dlist import set_ring_min_slots
         self._old_ring_min = set_ring_min_slots(0)
 
     def teardown_method(self, method):
-        from shadow.sim.policies._dlist import set_ring_min_slots
+        from shadow.sim.policies._shared.dlist import set_ring_min_slots
         set_ring_min_slots(self._old_ring_min)

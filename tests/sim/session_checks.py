@@ -97,7 +97,7 @@ class SessionMixin(PolicyMixin):
     def test_sessionless_trace_warns_once_and_runs(self, caplog):
         rng = np.random.default_rng(7)
         reqs, rec = sliding_session_trace(rng, 60, p_none=1.0)
-        with caplog.at_level(logging.WARNING, logger="shadow.sim.simulator"):
+        with caplog.at_level(logging.WARNING, logger="shadow.sim.core.simulator"):
             got, want, gc, wc, sim, _ = run_sessions(self.NAME, self.PARAMS, 8, reqs, rec,
                                                      pin=True)
         assert got == want and gc == wc
@@ -108,7 +108,7 @@ class SessionMixin(PolicyMixin):
     def test_trace_with_sessions_does_not_warn(self, caplog):
         rng = np.random.default_rng(8)
         reqs, rec = sliding_session_trace(rng, 40, p_none=0.0)
-        with caplog.at_level(logging.WARNING, logger="shadow.sim.simulator"):
+        with caplog.at_level(logging.WARNING, logger="shadow.sim.core.simulator"):
             run_sessions(self.NAME, self.PARAMS, 8, reqs, rec, pin=True)
         assert not [r for r in caplog.records if "session id" in r.getMessage()]
 

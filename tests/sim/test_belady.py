@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from shadow.sim import CacheSpec, Simulator
-from shadow.sim.oracle import recompute_next_access
+from shadow.sim.core.oracle import recompute_next_access
 from shadow.sim.registry import list_policies, make_policy, policy_info
 from shadow.trace.batch import Batch
 from tests.sim._traces import next_access

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from shadow.cli import cli
 from shadow.errors import ShadowError
 from shadow.sim.category import CATEGORY_MODES, DEFAULT_CATEGORY, fold, request_info
-from shadow.sim.livewire import INFO_CATEGORY, INFO_SESSION, INFO_SESSION_NEXT, INFO_WIDTH
+from shadow.sim.live.wire import INFO_CATEGORY, INFO_SESSION, INFO_SESSION_NEXT, INFO_WIDTH
 from shadow.trace.format import RECORD_DTYPE
 from tests.sim._traces import ROOT
 

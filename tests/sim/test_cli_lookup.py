@@ -18,7 +18,7 @@ from shadow.errors import ShadowError
 from shadow.sim import CacheSpec, Simulator
 from shadow.sim.reference import make_reference
 from shadow.sim.reference.loop import RefCache
-from shadow.sim.vllm_rules import lookup_counts, vllm_anonymous_counts
+from shadow.sim.engine.rules import lookup_counts, vllm_anonymous_counts
 from shadow.trace.batch import Batch
 from shadow.trace.format import RECORD_DTYPE
 from tests.sim._traces import random_trace

@@ -1,5 +1,5 @@
 """Costs from a model's architecture (``model:CONFIG``) and from replay's fitted prefill model
-(``fit:REPORT``), against costs computed by hand from the formulas in shadow/sim/cost_arch.py."""
+(``fit:REPORT``), against costs computed by hand from the formulas in shadow/sim/cost/arch.py."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from shadow.errors import ShadowError
-from shadow.sim.cost import parse_cost_model
+from shadow.sim.cost.models import parse_cost_model
 
 DENSE = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
          "num_key_value_heads": 2, "intermediate_size": 128}

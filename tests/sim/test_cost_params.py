@@ -1,7 +1,7 @@
 import pytest
 
 from shadow.errors import ShadowError
-from shadow.sim.cost import parse_cost_model
+from shadow.sim.cost.models import parse_cost_model
 from shadow.sim.params import parse_params
 from shadow.sim.registry import PolicyNotBuilt, make_policy, POLICIES
 

@@ -39,17 +39,17 @@ class TestGDSFStampRenumber(PolicyMixin):
     NAME = "gdsf"
 
     def setup_method(self, method):
-        from shadow.sim.policies import gdsf
+        from shadow.sim.policies.cost_aware import gdsf
         self._old_limit = gdsf.set_stamp_limit(40)
 
     def teardown_method(self, method):
-        from shadow.sim.policies import gdsf
+        from shadow.sim.policies.cost_aware import gdsf
         gdsf.set_stamp_limit(self._old_limit)
 
 
 def test_gdsf_renumbering_keeps_heap_and_order():
     import random
-    from shadow.sim.policies import gdsf
+    from shadow.sim.policies.cost_aware import gdsf
     old = gdsf.set_stamp_limit(100)
     try:
         rng = random.Random(7)

@@ -1,4 +1,4 @@
-"""The ghost FIFO ring (shadow/sim/policies/_ghost): a bounded FIFO of ids with removal from the
+"""The ghost FIFO ring (shadow/sim/policies/_shared/ghost): a bounded FIFO of ids with removal from the
 middle, checked against an ordered-dict model, tombstones and compaction included."""
 
 from collections import OrderedDict
@@ -6,8 +6,8 @@ from collections import OrderedDict
 import pytest
 from hypothesis import given, settings, strategies as st
 
-pytest.importorskip("shadow.sim.policies._ghost")
-from shadow.sim.policies._ghost import GhostFIFO  # noqa: E402
+pytest.importorskip("shadow.sim.policies._shared.ghost")
+from shadow.sim.policies._shared.ghost import GhostFIFO  # noqa: E402
 
 
 def test_hand_traced_order_and_bound():

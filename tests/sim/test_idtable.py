@@ -6,7 +6,7 @@ import numpy as np
 
 import pytest
 
-from shadow.sim.idtable import SlotTable
+from shadow.sim.core.idtable import SlotTable
 
 
 def test_home_from_fingerprint_only_in_small_tables() -> None:

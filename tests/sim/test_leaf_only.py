@@ -1,5 +1,5 @@
 """The ``leaf-only`` modifier (radix-tree eviction): a block leaves only once no resident block
-names it as its prefix parent (shadow/sim/policy.pxd, ``leaf``; docs/policies.md "Leaf-only").
+names it as its prefix parent (shadow/sim/core/policy.pxd, ``leaf``; docs/policies.md "Leaf-only").
 
 Which policies take it is the registry's (honours pins, reads no future); the policies checked
 event by event against the reference are those of ``test_live_oracle.CASES`` that take it.

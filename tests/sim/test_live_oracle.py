@@ -23,8 +23,8 @@ import numpy as np
 import pytest
 
 from shadow.sim import CacheSpec, Simulator
-from shadow.sim.live import Admission, LiveBatch
-from shadow.sim.loop import CacheRun
+from shadow.sim.live.batch import Admission, LiveBatch
+from shadow.sim.core.loop import CacheRun
 from shadow.sim.reference import make_reference, reference_module
 from shadow.sim.reference.loop import RefCache, Served
 from shadow.sim.registry import policy_specs

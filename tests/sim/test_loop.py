@@ -205,7 +205,7 @@ def test_prefix_order_replay_and_no_verify_run(seed):
 
 
 def test_prefetched_keeps_order_and_raises():
-    from shadow.sim.simulator import prefetched
+    from shadow.sim.core.simulator import prefetched
 
     assert list(prefetched(iter(range(50)), depth=3)) == list(range(50))
 
@@ -251,7 +251,7 @@ def test_reference_loop_batches_evict_n_like_the_cython_loop(name):
 def test_batch_arrays_of_the_wrong_shape_are_value_errors():
     # NOTE: the loop reads these arrays without bounds checks; each bad shape must be caught
     # before it, in CacheRun.serve_batch and in serve_chunks alike.
-    from shadow.sim.loop import CacheRun, serve_chunks
+    from shadow.sim.core.loop import CacheRun, serve_chunks
     from shadow.sim.registry import make_policy
 
     off = np.array([0, 2, 5], dtype=np.int64)

@@ -13,7 +13,7 @@ from shadow.sim.reference.loop import RefCache
 from shadow.sim.reference.lru_prob import threshold_of as ref_threshold_of
 from shadow.sim.reference.random_compute import SplitMix64
 from shadow.sim.registry import make_policy
-from shadow.sim.policies.lru_prob import threshold_of
+from shadow.sim.policies.recency.lru_prob import threshold_of
 from tests.sim._traces import batches_of, conversation, next_access, random_trace
 from tests.sim.policy_mixin import PolicyMixin, run_both
 

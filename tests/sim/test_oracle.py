@@ -1,4 +1,4 @@
-"""Next access recomputed without skipped requests (shadow/sim/oracle.py).
+"""Next access recomputed without skipped requests (shadow/sim/core/oracle.py).
 
 A request with more distinct blocks than the cache is skipped; its accesses must not be anyone's
 next access, and positions count only served entries (the loop's vtime does not advance over a
@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shadow.sim import CacheSpec, Simulator
-from shadow.sim.oracle import attach_next_access, recompute_next_access
+from shadow.sim.core.oracle import attach_next_access, recompute_next_access
 from shadow.sim.reference import make_reference
 from shadow.sim.reference.loop import RefCache
 from shadow.trace.batch import Batch

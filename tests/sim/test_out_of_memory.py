@@ -41,7 +41,7 @@ def serve(run, reqs, first):
 def loop_case(name, params, capacity, reqs_before, req_big):
     """Serve ``reqs_before``, squeeze, serve ``req_big`` (whose allocation cannot fit), relax,
     serve one more request."""
-    from shadow.sim.loop import CacheRun, FAIL_MESSAGES
+    from shadow.sim.core.loop import CacheRun, FAIL_MESSAGES
     from shadow.sim.registry import make_policy
 
     run = CacheRun(make_policy(name, capacity, params))
@@ -61,7 +61,7 @@ def loop_case(name, params, capacity, reqs_before, req_big):
 
 
 def ghost_case(kind):
-    from shadow.sim.policies._ghost import GhostFIFO
+    from shadow.sim.policies._shared.ghost import GhostFIFO
 
     limit = 2_000_000
     g = GhostFIFO(limit)
@@ -183,7 +183,7 @@ def test_the_same_requests_with_memory_succeed():
     squeeze here, in this process)."""
     import numpy as np
 
-    from shadow.sim.loop import CacheRun
+    from shadow.sim.core.loop import CacheRun
     from shadow.sim.registry import make_policy
 
     run = CacheRun(make_policy("lru", 64))

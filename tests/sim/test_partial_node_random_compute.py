@@ -96,11 +96,11 @@ class _PassesAlways:
     differential tests then check that the passes make the same draws as one at a time."""
 
     def setup_method(self, method):
-        from shadow.sim.policies import partial_node_random_compute as m
+        from shadow.sim.policies.partial_node import partial_node_random_compute as m
         self._old_pass_min = m.set_pass_min_nodes(0)
 
     def teardown_method(self, method):
-        from shadow.sim.policies import partial_node_random_compute as m
+        from shadow.sim.policies.partial_node import partial_node_random_compute as m
         m.set_pass_min_nodes(self._old_pass_min)
 
 

@@ -95,11 +95,11 @@ class TestPartialNodeFreqMicroPasses(PolicyMixin):
     PARAMS = "micro-batch=1"
 
     def setup_method(self, method):
-        from shadow.sim.policies import partial_node_random_compute as m
+        from shadow.sim.policies.partial_node import partial_node_random_compute as m
         self._old_pass_min = m.set_pass_min_nodes(0)
 
     def teardown_method(self, method):
-        from shadow.sim.policies import partial_node_random_compute as m
+        from shadow.sim.policies.partial_node import partial_node_random_compute as m
         m.set_pass_min_nodes(self._old_pass_min)
 
 
@@ -114,7 +114,7 @@ def test_stamps_past_32_bits_differential(ops, capacity, params):
 @contextmanager
 def freq32_max(n: int) -> Iterator[None]:
     """Keep freqs in 32 bits only up to ``n`` (production: 2**32 - 1): they widen mid-run."""
-    from shadow.sim.policies import partial_node_random_freq as m
+    from shadow.sim.policies.partial_node import partial_node_random_freq as m
     old = m.set_freq32_max(n)
     try:
         yield

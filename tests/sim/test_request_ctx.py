@@ -1,9 +1,9 @@
-"""The request-context hook (``set_request_ctx``, policy.pxd ``ArrivalCtx``): called once per
+"""The request-context hook (``set_request_ctx``, core/policy.pxd ``ArrivalCtx``): called once per
 request that passes the skip check, before its match and allocation, with the request's arrival
 seconds, category, session and block count, in every path (offline ranges, live admissions, the
 recorded timing, the reference loop); only for a policy that sets ``wants_request_ctx``.
 
-The Cython side is checked with ``shadow.sim.ctxlog.CtxLog`` (LRU that records what it gets),
+The Cython side is checked with ``shadow.sim.core.ctxlog.CtxLog`` (LRU that records what it gets),
 the reference side with the reference LRU plus ``WANTS_REQUEST_CTX`` and a record of its own.
 """
 
@@ -12,16 +12,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import shadow.sim.simulator as simulator_mod
+import shadow.sim.core.simulator as simulator_mod
 from shadow.sim import CacheSpec, Simulator
 from shadow.sim.category import fold
-from shadow.sim.ctxlog import CtxLog
-from shadow.sim.live import LiveBatch
-from shadow.sim.livewire import INFO_CATEGORY, INFO_SESSION, INFO_SESSION_NEXT, INFO_WIDTH
-from shadow.sim.loop import CacheRun
+from shadow.sim.core.ctxlog import CtxLog
+from shadow.sim.live.batch import LiveBatch
+from shadow.sim.live.wire import INFO_CATEGORY, INFO_SESSION, INFO_SESSION_NEXT, INFO_WIDTH
+from shadow.sim.core.loop import CacheRun
 from shadow.sim.reference import lru as ref_lru
 from shadow.sim.reference.loop import RefCache
-from shadow.sim.timing import run_trace_recorded
+from shadow.sim.timing.run import run_trace_recorded
 from shadow.trace import Batch
 from shadow.trace.format import RECORD_DTYPE
 from tests.sim._traces import random_trace

@@ -1,4 +1,4 @@
-"""The lazy-deletion ring (``LRing``, _dlist.pxd) under lru and fifo, and fifo's list form (an
+"""The lazy-deletion ring (``LRing``, policies/_shared/dlist.pxd) under lru and fifo, and fifo's list form (an
 ``SOrder`` is a list below LR_RING_MIN slots, a ring from there on): a long random mix of gets,
 pins, evictions and removes on a small cache (so the ring compacts many times and victims are
 often taken behind pinned blocks), each form forced, checked step by step against a plain list
@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from shadow.sim.policies._dlist import set_ring_min_slots
+from shadow.sim.policies._shared.dlist import set_ring_min_slots
 from shadow.sim.registry import make_policy
 
 

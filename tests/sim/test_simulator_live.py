@@ -12,7 +12,7 @@ import pytest
 
 from shadow.errors import ShadowError
 from shadow.sim import CacheSpec, Simulator
-from shadow.sim.live import LiveBatch
+from shadow.sim.live.batch import LiveBatch
 
 from shadow.sim.registry import policy_specs
 

@@ -1,4 +1,4 @@
-"""The offload tier (shadow/sim/tier.py): per request equal to vLLM's own CPUOffloadingManager
+"""The offload tier (shadow/sim/tiers/model.py): per request equal to vLLM's own CPUOffloadingManager
 driven with the same calls, hand-traced scheduler rules, the --tier grammar and KV bytes."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections import OrderedDict
 import pytest
 
 from shadow.errors import ShadowError
-from shadow.sim import tier as T
+from shadow.sim.tiers import model as T
 from tests.sim._traces import read_jsonl, CONVERSATION
 
 
@@ -268,13 +268,13 @@ def test_kv_bytes_per_block_by_hand(tmp_path):
         T.kv_bytes_per_block(str(p), 32)
 
 
-# --- the compiled tier (shadow/sim/tierloop.pyx) against this reference -----------------------
+# --- the compiled tier (shadow/sim/tiers/loop.pyx) against this reference -----------------------
 
 @pytest.mark.parametrize("policy", T.TIER_POLICIES)
 @pytest.mark.parametrize("k,threshold,tracker", [(1, 0, 50), (2, 0, 50), (1, 2, 50), (4, 3, 7),
                                                  (1, 2, 3)])
 def test_compiled_tier_equals_the_reference_per_request(policy, k, threshold, tracker):
-    from shadow.sim.tierloop import ChunkTier
+    from shadow.sim.tiers.loop import ChunkTier
     for name, reqs in _streams():
         for gpu_cap, n_chunks in [(8, 3), (16, 8), (64, 40), (256, 300)]:
             ref = T.OffloadTier(n_chunks, policy, threshold, tracker)

@@ -1,4 +1,4 @@
-"""A disk tier behind the host tier (shadow/sim/tier.py's TierChain, vLLM's
+"""A disk tier behind the host tier (shadow/sim/tiers/model.py's TierChain, vLLM's
 TieringOffloadingManager): hand-traced rules (cascade, staged promotion with the host tier's
 eviction, a disk tier smaller than the host tier, eviction in each tier, the lookup's retries)
 and the chain grammar."""
@@ -10,7 +10,7 @@ import dataclasses
 import pytest
 
 from shadow.errors import ShadowError
-from shadow.sim import tier as T
+from shadow.sim.tiers import model as T
 from tests.sim.test_tier import Gpu, VllmTier, _streams
 
 
@@ -290,13 +290,13 @@ def test_equals_vllm_tiering_manager_per_request(policy, tmp_path):
     assert promoted > 500           # the streams do reach the disk tier
 
 
-# --- the compiled chain (shadow/sim/tierloop.pyx) against this reference ----------------------
+# --- the compiled chain (shadow/sim/tiers/loop.pyx) against this reference ----------------------
 
 @pytest.mark.parametrize("cpu_policy,disk_policy", [("lru", "lru"), ("arc", "lru"),
                                                     ("lru", "arc"), ("arc", "arc")])
 @pytest.mark.parametrize("k", [1, 2])
 def test_compiled_chain_equals_the_reference_per_request(cpu_policy, disk_policy, k):
-    from shadow.sim.tierloop import ChunkChain, ChunkTier
+    from shadow.sim.tiers.loop import ChunkChain, ChunkTier
     gave_up = 0
     for name, reqs in _streams():
         # a host tier too small for some runs (the give-up), a disk tier smaller than the host
@@ -325,8 +325,8 @@ def test_compiled_chain_equals_the_reference_per_request(cpu_policy, disk_policy
 # --- shadow simulate --tier CPU>DISK -----------------------------------------------------------
 
 def test_simulate_chain_keys_and_a_hand_traced_run(tmp_path):
-    from shadow.sim.results import EXTRA_KEYS, RESULT_KEYS
-    from shadow.sim.tiered import TIER2_KEYS, TIER_KEYS
+    from shadow.sim.core.results import EXTRA_KEYS, RESULT_KEYS
+    from shadow.sim.tiers.run import TIER2_KEYS, TIER_KEYS
     from tests.sim.test_tier_cli import ABC, _lines
     from tests.sim.test_timing import _recording, _simulate
     t = _recording(tmp_path / "t.lcp", ABC)
@@ -393,7 +393,7 @@ def test_simulate_bad_chain_is_one_line(tmp_path, text, words):
 
 def test_sweep_chain_cells_equal_simulate_and_plot(tmp_path):
     import csv
-    from shadow.sim.tiered import TIER2_KEYS, TIER_KEYS
+    from shadow.sim.tiers.run import TIER2_KEYS, TIER_KEYS
     from shadow.sweep.store import parse_result_line
     from tests.sim.test_timing import _overlapping, _recording
     from tests.sweep.test_sweep_timing import shadow

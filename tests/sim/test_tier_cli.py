@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from shadow.sim.results import EXTRA_KEYS, RESULT_KEYS
-from shadow.sim.tiered import TIER_KEYS
+from shadow.sim.core.results import EXTRA_KEYS, RESULT_KEYS
+from shadow.sim.tiers.run import TIER_KEYS
 from tests.sim.test_timing import _recording, _simulate
 
 # B = 4 tokens per block.  A and C share blocks 1-4 (17 prompt tokens: 4 full blocks); B pushes

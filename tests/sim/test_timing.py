@@ -1,5 +1,5 @@
 """``shadow simulate --timing recorded``: a recording served in the order of its start and
-completion times through the live path (shadow/sim/timing.py), against hand-traced outcomes and
+completion times through the live path (shadow/sim/timing/run.py), against hand-traced outcomes and
 the serial replay."""
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def _overlapping(n: int, seed: int) -> list[tuple[int, int, int, int, list[int]]
 def test_batches_of_any_size_give_the_same_figures(tmp_path, monkeypatch):
     """Events cut into batches of 3 (releases of admissions from earlier batches everywhere)
     give what one batch gives."""
-    import shadow.sim.timing as timing
+    import shadow.sim.timing.run as timing
     trace = _recording(tmp_path / "t.lcp", _overlapping(300, 3))
     args = ["-c", "8,16,64", "-a", "lru,vllm,s3fifo,arc,random", "--timing", "recorded"]
     _, out, whole = _simulate(trace, *args)
@@ -160,7 +160,7 @@ def test_equals_admit_and_release_one_at_a_time(tmp_path):
     """The vectorised event batches against the plain live API, one event at a time, in the
     documented order and with the documented block rules."""
     from shadow.sim import CacheSpec, Simulator
-    from shadow.sim.vllm_rules import (blocks_held, computed_tokens, full_blocks,
+    from shadow.sim.engine.rules import (blocks_held, computed_tokens, full_blocks,
                                        max_hit_blocks, partial_tail_blocks)
     reqs = sorted(_overlapping(200, 4), key=lambda q: q[1])
     trace = _recording(tmp_path / "t.lcp", reqs)
@@ -188,7 +188,7 @@ def test_equals_admit_and_release_one_at_a_time(tmp_path):
 
 
 # --timing model: a trace of arrivals served with the service model's start and completion times
-# (shadow/sim/service.py), hand-computed.
+# (shadow/sim/timing/service.py), hand-computed.
 
 def _arrivals(path, reqs: list[tuple[int, int, int, list[int]]]) -> str:
     """(arrival us, input tokens, output tokens, blocks): a converted trace's shape, the arrival
@@ -197,7 +197,7 @@ def _arrivals(path, reqs: list[tuple[int, int, int, list[int]]]) -> str:
 
 
 def test_service_schedule_queues_at_the_concurrency_limit():
-    from shadow.sim.service import parse_service
+    from shadow.sim.timing.service import parse_service
     m = parse_service("prefill=1000,decode=100,concurrency=2")
     # durations: 1000 tokens in -> 1 s prefill; 50 out -> 0.5 s decode; 1.5 s = 1,500,000 us
     arrival = np.array([0, 100, 200, 5_000_000, 1_499_999])
@@ -214,7 +214,7 @@ def test_service_schedule_queues_at_the_concurrency_limit():
 
 def test_service_fit_takes_the_prefill_model(tmp_path):
     import json
-    from shadow.sim.service import parse_service
+    from shadow.sim.timing.service import parse_service
     rep = tmp_path / "report.json"
     rep.write_text(json.dumps({"prefill_model": {"coef": [0.01, 0.0005, 2e-7]}}))
     m = parse_service(f"fit:{rep},decode=20,concurrency=3")
@@ -243,7 +243,7 @@ def test_model_timing_serves_as_recorded_at_the_modelled_times(tmp_path):
 
 def test_model_timing_equals_recorded_on_the_modelled_times(tmp_path):
     """--timing model is --timing recorded on a recording carrying the model's times."""
-    from shadow.sim.service import parse_service
+    from shadow.sim.timing.service import parse_service
     reqs = _overlapping(200, 5)
     arrivals = [(t0, inp, outp, blocks) for t0, _t1, inp, outp, blocks in reqs]
     trace = _arrivals(tmp_path / "a.lcp", arrivals)

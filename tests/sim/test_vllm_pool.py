@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from shadow.sim import vllm_pool as fast
+from shadow.sim.engine import pool as fast
 
 B = 4
 IMPLS = {"cython": fast.VllmBlockPool,

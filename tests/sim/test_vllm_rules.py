@@ -1,10 +1,10 @@
-"""vLLM's block rules (shadow/sim/vllm_rules.py) on ints and numpy arrays alike, at B = 32."""
+"""vLLM's block rules (shadow/sim/engine/rules.py) on ints and numpy arrays alike, at B = 32."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from shadow.sim.vllm_rules import (blocks_held, computed_tokens, full_blocks, max_hit_blocks,
+from shadow.sim.engine.rules import (blocks_held, computed_tokens, full_blocks, max_hit_blocks,
                                    partial_tail_blocks)
 
 B = 32

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from shadow.errors import ShadowError
-from shadow.sim.policies.wtinylfu import py_xxh64_u64
+from shadow.sim.policies.frequency.wtinylfu import py_xxh64_u64
 from shadow.sim.reference.wtinylfu import SEED0, SEED1, xxh64_u64
 from shadow.sim.registry import make_policy
 from tests.sim._traces import ROOT, random_trace

@@ -15,7 +15,7 @@ BUNDLED = ROOT / "shadow" / "data" / "mooncake_synthetic.jsonl"
 @pytest.fixture(scope="session")
 def trace(tmp_path_factory) -> str:
     """The bundled Mooncake synthetic trace as .lcp.zst (made by `shadow convert`)."""
-    pytest.importorskip("shadow.sim.loop")
+    pytest.importorskip("shadow.sim.core.loop")
     out = tmp_path_factory.mktemp("trace") / "synthetic.lcp.zst"
     proc = subprocess.run([sys.executable, "-m", "shadow", "convert", str(BUNDLED), str(out)],
                           capture_output=True, text=True, timeout=300, cwd=ROOT)

@@ -19,7 +19,7 @@ from shadow.sweep.store import SweepDir
 
 ROOT = Path(__file__).resolve().parents[2]
 
-pytest.importorskip("shadow.sim.loop")
+pytest.importorskip("shadow.sim.core.loop")
 
 
 def _sweep(*args: str) -> subprocess.CompletedProcess:

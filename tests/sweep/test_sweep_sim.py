@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("shadow.sim.loop")
+pytest.importorskip("shadow.sim.core.loop")
 from shadow.sweep.store import parse_result_line  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,8 +7,8 @@ import csv
 
 import pytest
 
-pytest.importorskip("shadow.sim.loop")
-from shadow.sim.tiered import TIER_KEYS  # noqa: E402
+pytest.importorskip("shadow.sim.core.loop")
+from shadow.sim.tiers.run import TIER_KEYS  # noqa: E402
 from shadow.sweep.plan import Cell  # noqa: E402
 from shadow.sweep.store import parse_result_line  # noqa: E402
 from tests.sim.test_timing import _overlapping, _recording  # noqa: E402

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("shadow.sim.loop")
+pytest.importorskip("shadow.sim.core.loop")
 from shadow.sweep.plan import Cell  # noqa: E402
 from shadow.sweep.store import parse_result_line  # noqa: E402
 from tests.sim.test_timing import _overlapping, _recording  # noqa: E402

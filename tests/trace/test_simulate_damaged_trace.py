@@ -8,7 +8,7 @@ import pytest
 
 from tests.trace import bad_inputs as bi
 
-pytest.importorskip("shadow.sim.loop")
+pytest.importorskip("shadow.sim.core.loop")
 
 
 def _simulate(tmp_path, trace, words: list[str], algos: str = "lru,belady") -> None:

@@ -1,4 +1,4 @@
-"""The session-level family's shared machinery in plain Python (``policies/session_base.pyx``).
+"""The session-level family's shared machinery in plain Python (``policies/session/_base.pyx``).
 
 Residency stays per block; only the victim is chosen per session (PrefixSim fork's
 ``sessionCache.cpp``).  The rules, docs/policies.md "Session-level policies":

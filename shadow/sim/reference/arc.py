@@ -1,4 +1,4 @@
-"""Pure-Python ARC (libCacheSim 0.3.5 ``ARC.c``): the differential oracle for policies/arc.pyx.
+"""Pure-Python ARC (libCacheSim 0.3.5 ``ARC.c``): the differential oracle for policies/adaptive/arc.pyx.
 
 T1/T2 hold resident blocks (LRU lists), B1/B2 their ghost ids; ``p`` (a double) is T1's target.
 

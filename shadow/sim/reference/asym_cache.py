@@ -1,5 +1,5 @@
 """Pure-Python asym_cache (arXiv 2606.02964 §4.2-4.5, AsymCache's block evictor): the
-differential oracle for policies/asym_cache.pyx.
+differential oracle for policies/cost_aware/asym_cache.pyx.
 
 The victim minimises the expected recompute cost ``E = f(tau) * dT`` (Eq. 3) with ``dT =
 max(cost, 1)`` (the access's integer cost at insert), ``tau = max(0, now - last_access)`` and
@@ -10,7 +10,7 @@ ln(p)``, ``beta = alpha / r``, ``tau0 = L (1 - 1/r)`` meet at ``tau = L`` with `
 eviction (at most 200,000 samples), ``max(1, gaps[min(n-1, int(0.99 n))])``, or
 ``default-lifespan`` (also at least 1) if there were none; it is frozen at the first eviction.
 
-Order, as the two heaps of policies/asym_cache.pyx compute it (this module scans):
+Order, as the two heaps of policies/cost_aware/asym_cache.pyx compute it (this module scans):
 
 * branch 1 (``tau < L``) by ``(ln dT + last_access / alpha, stamp)``;
 * branch 2 (``tau >= L``) by ``(ln dT + (last_access + tau0) / beta, stamp)``;

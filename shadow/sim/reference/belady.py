@@ -1,7 +1,7 @@
 """belady reference: evict the unpinned resident block of greatest ``(next access, id)``.
 
 Never reused (-1) is +infinity; the id breaks ties among never-reused blocks, exactly as
-``policies/belady.pyx`` does, so both pick the same victim.  A linear scan: obviously correct.
+``policies/oracle/belady.pyx`` does, so both pick the same victim.  A linear scan: obviously correct.
 """
 
 from __future__ import annotations

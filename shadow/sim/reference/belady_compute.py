@@ -1,4 +1,4 @@
-"""belady_compute reference: same draws and decisions as ``policies/belady_compute.pyx``."""
+"""belady_compute reference: same draws and decisions as ``policies/oracle/belady_compute.pyx``."""
 
 from __future__ import annotations
 

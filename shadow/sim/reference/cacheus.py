@@ -1,6 +1,6 @@
 """cacheus reference: SR and R as OrderedDicts with adaptive sizes, CR-LFU as reference/lfu.py's
 buckets with the victim taken from the back, H and the two ghosts as bounded OrderedDicts,
-splitmix64 draws: the same decisions as ``policies/cacheus.pyx`` (libCacheSim ``Cacheus``,
+splitmix64 draws: the same decisions as ``policies/adaptive/cacheus.pyx`` (libCacheSim ``Cacheus``,
 libCacheSim/cache/eviction/Cacheus.c, SR_LRU.c, CR_LFU.c)."""
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ class Cacheus:
             self.r.move_to_end(b)
         else:
             del self.sr[b]
-            # NOTE: no shrink of SR here (see policies/cacheus.pyx: libCacheSim's never fires)
+            # NOTE: no shrink of SR here (see policies/adaptive/cacheus.pyx: libCacheSim's never fires)
             self._to_r(b)
         self.lfu.hit(b)
         self._after_get(acc)

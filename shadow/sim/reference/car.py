@@ -1,5 +1,5 @@
 """Pure-Python CAR (Bansal & Modha, FAST'04; the PrefixSim fork's libCacheSim ``CAR.c``): the
-differential oracle for policies/car.pyx.
+differential oracle for policies/adaptive/car.pyx.
 
 T1 and T2 are clocks of resident blocks, each with a reference bit; B1 and B2 hold the ids they
 demoted (ghosts); ``p`` (a double) is T1's target size.  A clock appends at its tail and its hand

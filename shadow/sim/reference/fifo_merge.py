@@ -1,5 +1,5 @@
 """fifo_merge reference: one list in insertion order, a hand, and the pending victims of the last
-scan, with the same splitmix64 draws (see ``policies/fifo_merge.pyx`` for the policy)."""
+scan, with the same splitmix64 draws (see ``policies/frequency/fifo_merge.pyx`` for the policy)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Pure-Python GDSF (libCacheSim 0.3.5 ``cpp/GDSF.cpp``): the differential oracle for policies/gdsf.pyx.
+"""Pure-Python GDSF (libCacheSim 0.3.5 ``cpp/GDSF.cpp``): the differential oracle for policies/cost_aware/gdsf.pyx.
 
 Every resident block has a priority ``L + freq * 1e6 / size`` (size 1 here), set on insert
 (freq 1) and on every hit (freq + 1); ``L`` is the priority of the last evicted block.  Evict takes

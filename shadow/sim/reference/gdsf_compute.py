@@ -1,5 +1,5 @@
 """Pure-Python gdsf_compute (the PrefixSim fork's ``cpp/GDSF_compute.cpp``): the differential
-oracle for policies/gdsf_compute.pyx.
+oracle for policies/cost_aware/gdsf_compute.pyx.
 
 Each resident block keeps ``freq``, the cost its insert saw, and a key ``(priority, stamp)``:
 insert sets ``freq = 1`` and priority ``L + cost``; a hit sets ``freq += 1`` and priority

@@ -2,7 +2,7 @@
 draws per eviction, the stamp kept at the insert's vtime, and the drawn block of lowest
 ``1e8 * freq / (now - enter)`` goes (the first draw of strictly lowest score below 1e16; none
 below it: the first draw), as libCacheSim ``Hyperbolic`` (libCacheSim/cache/eviction/Hyperbolic.c)
-scores; the same decisions as ``policies/hyperbolic.pyx``."""
+scores; the same decisions as ``policies/frequency/hyperbolic.pyx``."""
 
 from __future__ import annotations
 

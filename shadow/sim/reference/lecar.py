@@ -1,6 +1,6 @@
 """lecar reference: an LRU OrderedDict and reference/lfu.py's buckets as the two experts, a ghost
 OrderedDict per expert (id -> vtime of its eviction, oldest first, ``C // 2`` ids), splitmix64
-draws: the same decisions as ``policies/lecar.pyx`` (libCacheSim ``LeCaR``,
+draws: the same decisions as ``policies/adaptive/lecar.pyx`` (libCacheSim ``LeCaR``,
 libCacheSim/cache/eviction/LeCaR.c)."""
 
 from __future__ import annotations

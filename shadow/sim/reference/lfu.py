@@ -1,4 +1,4 @@
-"""Pure-Python LFU (libCacheSim 0.3.5 ``LFU.c``): the differential oracle for policies/lfu.pyx.
+"""Pure-Python LFU (libCacheSim 0.3.5 ``LFU.c``): the differential oracle for policies/frequency/lfu.pyx.
 
 Frequency buckets.  An insert enters bucket 1; a hit moves the block from bucket f to the *tail*
 of bucket f+1.  Evict takes the *head* of the lowest non-empty bucket, i.e. among the least

@@ -1,4 +1,4 @@
-"""Pure-Python LFUDA (libCacheSim 0.3.5 ``LFUDA.c``): the differential oracle for policies/lfuda.pyx.
+"""Pure-Python LFUDA (libCacheSim 0.3.5 ``LFUDA.c``): the differential oracle for policies/frequency/lfuda.pyx.
 
 ``L`` starts at 0; buckets map a key to the ids in the order they entered it.  Insert: key
 ``L + 1``.  Hit: key ``f + L``; if the block emptied bucket ``L``, ``L`` first moves up to the

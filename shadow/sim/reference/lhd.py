@@ -1,6 +1,6 @@
 """lhd reference: libCacheSim ``LHD`` (libCacheSim/cache/eviction/LHD/lhd.cpp, lhd.hpp) in plain
 Python, every float operation rounded to float32 as libCacheSim's ``rank_t``, with ``random``'s
-splitmix64 draws (reference/random.py); the same decisions as ``policies/lhd.pyx``, which
+splitmix64 draws (reference/random.py); the same decisions as ``policies/adaptive/lhd.pyx``, which
 documents the policy.
 
 Class ``h`` (0..15) here is libCacheSim's class ``16 + h`` (every block's application class is

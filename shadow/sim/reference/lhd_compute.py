@@ -2,7 +2,7 @@
 overflowed times the cost of the block's last access, ``f32(rank * cost)``, the identity
 transform of the PrefixSim fork's ``LHD_compute`` (LauYeeYu/libCacheSim,
 libCacheSim/cache/eviction/LHD/lhd_compute.cpp); the same decisions as
-``policies/lhd_compute.pyx``, which says where it departs from the fork."""
+``policies/cost_aware/lhd_compute.pyx``, which says where it departs from the fork."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Pure-Python LIRS (libCacheSim ``LIRS.c``, PrefixSim's eviction): the differential oracle for
-policies/lirs.pyx.
+policies/adaptive/lirs.pyx.
 
 Sizes: ``H = max(1, int(hirs-ratio * C))`` resident HIR blocks, ``L = C - H`` LIR blocks.
 Structures (every OrderedDict's first key is its bottom / oldest end):

@@ -1,6 +1,6 @@
 """The serve loop in plain Python: slow, obviously correct, the oracle for the Cython loop.
 
-Same phases and counters as ``shadow/sim/loop.pyx`` (read that module's docstring); policies
+Same phases and counters as ``shadow/sim/core/loop.pyx`` (read that module's docstring); policies
 are the ``reference/<name>.py`` classes, keyed by block id.
 
 Offline, :meth:`RefCache.serve` serves a request whole.  A reference with ``WANTS_REQUEST_CTX =
@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from shadow.sim.cost import CostModel, parse_cost_model
+from shadow.sim.cost.models import CostModel, parse_cost_model
 
 
 def llround(x: float) -> int:
@@ -43,7 +43,7 @@ class Acc:
 
 @dataclass
 class Arrival:
-    """What ``set_request_ctx`` gets (policy.pxd's ``ArrivalCtx``), before match and allocation."""
+    """What ``set_request_ctx`` gets (core/policy.pxd's ``ArrivalCtx``), before match and allocation."""
 
     timestamp_s: float
     category: int
@@ -275,7 +275,7 @@ class RefCache:
                 else:
                     victims = [v for v in [p.evict(acc, self.blocked())] if v]
                 if not victims and hold:
-                    # NOTE: as in loop.pyx the victims already taken stay evicted; the check
+                    # NOTE: as in core/loop.pyx the victims already taken stay evicted; the check
                     # above leaves a pin-honouring policy enough unpinned victims, so this is
                     # a policy that refused every block it could have taken.
                     return self._skip_held(hit_ids)
@@ -301,7 +301,7 @@ class RefCache:
         if getattr(p, "READS_PINS_AT_RECORD", False):
             p.pinned = self.pinned()
         # NOTE: a policy may free blocks in on_request (the session family frees the blocks a
-        # session's turn dropped): evictions, not unexpected ones (loop.pyx does the same)
+        # session's turn dropped): evictions, not unexpected ones (core/loop.pyx does the same)
         n_before = len(p)
         p.on_request(Ctx(ids, B, timestamp_s, V0 + B, V0))
         self.n_eviction += max(0, n_before - len(p))

@@ -1,5 +1,5 @@
 """lru_prob reference: the LRU reference's list, where a hit moves the block to the most recent
-end only when a splitmix64 draw ``% threshold`` is 0 (see ``policies/lru_prob.pyx``)."""
+end only when a splitmix64 draw ``% threshold`` is 0 (see ``policies/recency/lru_prob.pyx``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""partial_node_random_compute reference: same decisions as ``policies/partial_node_random_compute.pyx``.
+"""partial_node_random_compute reference: same decisions as ``policies/partial_node/partial_node_random_compute.pyx``.
 
 Nodes are lists of block ids, head (shallow) to tail (deep); node ids come from the same
 full-permutation free list as on the Cython side, so samples draw the same nodes.  Variants

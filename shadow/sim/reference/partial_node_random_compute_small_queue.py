@@ -1,5 +1,5 @@
 """partial_node_random_compute_small_queue reference: same decisions as
-``policies/partial_node_random_compute_small_queue.pyx``.
+``policies/partial_node/partial_node_random_compute_small_queue.pyx``.
 
 The main set is the partial_node_random_compute reference (subclassed; same draws).  In front:
 ``small``, a FIFO (OrderedDict id -> freq, the first key the oldest) of resident blocks in no node,

@@ -1,4 +1,4 @@
-"""partial_node_random_freq reference: same decisions as ``policies/partial_node_random_freq.pyx``.
+"""partial_node_random_freq reference: same decisions as ``policies/partial_node/partial_node_random_freq.pyx``.
 
 partial_node_random_compute's reference plus a per-node freq: 0 for a node a request's inserts
 create, +1 per request whose path runs through the node (``_touch``), kept by a split-off branch

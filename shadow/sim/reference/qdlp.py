@@ -1,4 +1,4 @@
-"""Pure-Python QDLP (libCacheSim ``QDLP.c``): the differential oracle for policies/qdlp.pyx.
+"""Pure-Python QDLP (libCacheSim ``QDLP.c``): the differential oracle for policies/adaptive/qdlp.pyx.
 
 Sizes as libCacheSim truncates them: ``fifo = int(C * fifo-size-ratio)``, ``main = C - fifo``,
 ``ghost = int(C * ghost-size-ratio)`` (no ghost when 0).  Main is a CLOCK of ``main`` blocks

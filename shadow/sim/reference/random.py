@@ -1,5 +1,5 @@
 """random reference: the same splitmix64 draws over the same dense population as
-``policies/random.pyx`` (libCacheSim ``Random``, libCacheSim/cache/eviction/Random.c), so both
+``policies/recency/random.pyx`` (libCacheSim ``Random``, libCacheSim/cache/eviction/Random.c), so both
 evict the same blocks in the same order."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """random_compute reference, plus the sampling helpers the other sampled references share.
 
-Same decisions as ``policies/random_compute.pyx``, draw for draw: the same splitmix64 stream, the
+Same decisions as ``policies/cost_aware/random_compute.pyx``, draw for draw: the same splitmix64 stream, the
 same dense population order (append on insert, swap-with-last on removal) and the same choice of
 the ``evict-batch`` lowest distinct candidates (ties: earlier draw).  See that module for the
 policy itself.

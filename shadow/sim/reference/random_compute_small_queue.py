@@ -1,4 +1,4 @@
-"""random_compute_small_queue reference: same decisions as ``policies/random_compute_small_queue.pyx``.
+"""random_compute_small_queue reference: same decisions as ``policies/cost_aware/random_compute_small_queue.pyx``.
 
 A small FIFO (OrderedDict, first key = oldest) in front of random_compute's sampled main, and a
 ghost FIFO of ids evicted from the small FIFO (OrderedDict, first key = oldest): an id found there

@@ -1,7 +1,7 @@
 """randomlru reference: ``random``'s draws (reference/random.py), ``n-samples`` per eviction, and
 the least recently used drawn block goes, equal stamps to the earliest draw (libCacheSim
 ``RandomLRU``, libCacheSim/cache/eviction/RandomLRU.c); the same decisions as
-``policies/randomlru.pyx``."""
+``policies/recency/randomlru.pyx``."""
 
 from __future__ import annotations
 

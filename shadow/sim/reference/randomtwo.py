@@ -1,6 +1,6 @@
 """randomtwo reference: ``random``'s draws (reference/random.py), two per eviction, and the less
 recently used of the two goes (libCacheSim ``RandomTwo``, libCacheSim/cache/eviction/RandomTwo.c);
-the same decisions as ``policies/randomtwo.pyx``."""
+the same decisions as ``policies/recency/randomtwo.pyx``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Pure-Python S3-FIFO (libCacheSim 0.3.5 ``S3FIFO.c``): the differential oracle for policies/s3fifo.pyx.
+"""Pure-Python S3-FIFO (libCacheSim 0.3.5 ``S3FIFO.c``): the differential oracle for policies/adaptive/s3fifo.pyx.
 
 A small FIFO (``small-size-ratio`` of the cache), a main FIFO with reinsertion (the rest) and a
 ghost FIFO of ids (``ghost-size-ratio``).  Sizes are truncated: ``small = int(C * ratio)``.

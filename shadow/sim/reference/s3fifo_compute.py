@@ -1,5 +1,5 @@
 """Pure-Python s3fifo_compute (the PrefixSim fork's ``S3FIFOCompute.c``): the differential oracle
-for policies/s3fifo_compute.pyx.
+for policies/cost_aware/s3fifo_compute.pyx.
 
 ``small`` and ``main`` are FIFOs (OrderedDict id -> freq, the first key the oldest), ``ghost`` a
 FIFO of ids with the freq they left with.  ``cost`` is the access's llround cost (1 if not

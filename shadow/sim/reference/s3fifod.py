@@ -1,5 +1,5 @@
 """Pure-Python S3-FIFO-d (libCacheSim ``S3FIFOd.c``): the differential oracle for
-policies/s3fifod.pyx.
+policies/adaptive/s3fifod.pyx.
 
 QDLP (reference/qdlp.py) whose FIFO size moves.  Sizes start as libCacheSim truncates them:
 ``fifo = int(C * fifo-size-ratio)``, ``main = C - fifo``, ghost ``main``; two eviction histories

@@ -1,7 +1,7 @@
 """size reference: libCacheSim ``Size`` (libCacheSim/cache/eviction/Size.c) with unit sizes, whose
 heap (``pqueue.c``, strict ``<``) never reorders tied entries: a plain list in heap-array order.
 An insert appends; a hit changes nothing; the victim is the first unpinned entry (all pinned:
-the first), and the last entry takes its place.  The same decisions as ``policies/size.pyx``."""
+the first), and the last entry takes its place.  The same decisions as ``policies/frequency/size.pyx``."""
 
 from __future__ import annotations
 

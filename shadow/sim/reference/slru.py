@@ -1,4 +1,4 @@
-"""Pure-Python segmented LRU (libCacheSim 0.3.5 ``SLRU.c``): the differential oracle for policies/slru.pyx.
+"""Pure-Python segmented LRU (libCacheSim 0.3.5 ``SLRU.c``): the differential oracle for policies/frequency/slru.pyx.
 
 ``n-seg`` LRU segments, 0 the lowest.  libCacheSim makes each ``C // n-seg`` blocks; here the
 remainder ``C % n-seg`` goes one block each to the lowest segments, so the segments always cover

@@ -1,4 +1,4 @@
-"""Pure-Python 2Q (libCacheSim 0.3.5 ``TwoQ.c``): the differential oracle for policies/twoq.pyx.
+"""Pure-Python 2Q (libCacheSim 0.3.5 ``TwoQ.c``): the differential oracle for policies/adaptive/twoq.pyx.
 
 Ain is a FIFO, Aout a FIFO of ghost ids, Am an LRU.  Sizes: ``Ain = int(C * Ain-size-ratio)``,
 ``Aout = int(C * Aout-size-ratio)``, ``Am = C - Ain``.

@@ -1,6 +1,6 @@
-"""Pure-Python reference of ``shadow.sim.vllm_pool``: vLLM's block pool, the obvious way.
+"""Pure-Python reference of ``shadow.sim.engine.pool``: vLLM's block pool, the obvious way.
 
-The Cython :class:`shadow.sim.vllm_pool.VllmBlockPool` is tested against this module event by
+The Cython :class:`shadow.sim.engine.pool.VllmBlockPool` is tested against this module event by
 event (tests/sim/test_vllm_pool.py); its docstring repeats the model below.
 
 An exact model of vLLM's block pool for one full-attention KV cache group (vLLM 0.27-0.33).
@@ -68,7 +68,7 @@ class VllmBlockPool:
     """vLLM's block pool and one full-attention group's request tables, at ``capacity`` blocks.
 
     Counter attributes have the serve loop's names (``n_req``, ``n_hits``, ...), so live code
-    reads a pool and a :class:`shadow.sim.simulator.CacheRun` alike.
+    reads a pool and a :class:`shadow.sim.core.simulator.CacheRun` alike.
     """
 
     def __init__(self, capacity: int, block_size: int,

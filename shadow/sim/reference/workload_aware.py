@@ -1,5 +1,5 @@
 """Pure-Python workload_aware (arXiv 2506.02634 §4.2, "KVCache Cache in the Wild"): the
-differential oracle for policies/workload_aware.pyx.
+differential oracle for policies/adaptive/workload_aware.pyx.
 
 The victim is the resident block with the smallest ``(ReuseProb, -offset)``, where
 ``ReuseProb = exp(-t / mean_gap_w) * (1 - exp(-life / mean_gap_w))`` (written with ``lam =

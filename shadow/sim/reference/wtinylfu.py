@@ -1,4 +1,4 @@
-"""Pure-Python W-TinyLFU (libCacheSim ``WTinyLFU.c``): the differential oracle for policies/wtinylfu.pyx.
+"""Pure-Python W-TinyLFU (libCacheSim ``WTinyLFU.c``): the differential oracle for policies/frequency/wtinylfu.pyx.
 
 A window LRU of ``W = max(1, floor(C * window-size))`` blocks in front of a main SLRU of
 ``M = C - W`` blocks with two segments, probation ``M - floor(0.8 M)`` and protected
