@@ -5,8 +5,11 @@ Never imports vLLM.  See docs/design.md "Simulator API" and shadow/sim/README.md
 
 from __future__ import annotations
 
+from shadow.sim import _moved
 from shadow.sim.cost.models import CostModel, parse_cost_model
 from shadow.sim.registry import list_policies, make_policy
+
+_moved.install()
 
 __all__ = ["Simulator", "CacheSpec", "Result", "Admission", "LiveBatch", "list_policies", "make_policy",
            "parse_cost_model", "CostModel"]

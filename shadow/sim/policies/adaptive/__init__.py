@@ -1,0 +1,1 @@
+"""The adaptive family's policies (each module's ``SPEC.family``)."""

@@ -1,0 +1,1 @@
+"""The cost-aware family's policies (each module's ``SPEC.family``)."""

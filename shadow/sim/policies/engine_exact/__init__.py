@@ -1,0 +1,1 @@
+"""The engine-exact family's policies (each module's ``SPEC.family``)."""

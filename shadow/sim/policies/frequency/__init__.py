@@ -1,0 +1,1 @@
+"""The frequency family's policies (each module's ``SPEC.family``)."""

@@ -1,0 +1,1 @@
+"""The oracle family's policies (each module's ``SPEC.family``)."""

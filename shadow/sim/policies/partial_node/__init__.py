@@ -1,0 +1,1 @@
+"""The partial-node family's policies (each module's ``SPEC.family``)."""

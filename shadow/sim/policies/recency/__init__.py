@@ -1,0 +1,1 @@
+"""The recency family's policies (each module's ``SPEC.family``)."""

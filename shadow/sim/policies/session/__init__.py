@@ -1,0 +1,1 @@
+"""The session family's policies (each module's ``SPEC.family``)."""
