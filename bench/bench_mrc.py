@@ -43,8 +43,8 @@ BATCH_REQUESTS = 16384
 
 def e2e_lru(path: Path, size: int) -> tuple[float, float, float]:
     """(CPU s, wall s, block_hit_ratio) of ``simulate -a lru --no-pin -c SIZE`` in process."""
-    from shadow.sim.drive import run_trace, sim_decode_threads
-    from shadow.sim.simulator import CacheSpec, Simulator
+    from shadow.sim.core.drive import run_trace, sim_decode_threads
+    from shadow.sim.core.simulator import CacheSpec, Simulator
     from shadow.trace import open_trace
     c, t = time.process_time(), time.perf_counter()
     sim = Simulator([CacheSpec("lru", size)], pin=False, threads=1)
@@ -56,8 +56,8 @@ def e2e_lru(path: Path, size: int) -> tuple[float, float, float]:
 
 def e2e_mrc(path: Path, size: int) -> tuple[float, float, float, object]:
     """(CPU s, wall s, block_hit_ratio at SIZE, curve) of ``shadow mrc`` in process."""
-    from shadow.sim.cost import parse_cost_model
-    from shadow.sim.drive import sim_decode_threads
+    from shadow.sim.cost.models import parse_cost_model
+    from shadow.sim.core.drive import sim_decode_threads
     from shadow.sim.mrc.offline import curve_of_trace
     from shadow.trace import open_trace
     c, t = time.process_time(), time.perf_counter()
@@ -68,7 +68,7 @@ def e2e_mrc(path: Path, size: int) -> tuple[float, float, float, object]:
 
 
 def loop_lru(arrays, size: int) -> float:
-    from shadow.sim.loop import CacheRun
+    from shadow.sim.core.loop import CacheRun
     from shadow.sim.registry import make_policy
     off, ids, nxt = arrays
     n = len(off) - 1

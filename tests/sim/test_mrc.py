@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from shadow.errors import ShadowError
-from shadow.sim.cost import parse_cost_model
+from shadow.sim.cost.models import parse_cost_model
 from shadow.sim.mrc.curve import Curve, parse_targets
 from shadow.sim.mrc.reference import discrete_curve, stack_curve
 from shadow.sim.mrc.stack import StackPass

@@ -1,7 +1,7 @@
 """`shadow mrc` equals `shadow simulate` to the printed digits, at many sizes, on both bundled
 traces and a `shadow synth` trace; its CSV, targets, help and bad input.
 
-The simulation side is the real serve loop (:class:`shadow.sim.simulator.Simulator`, every size
+The simulation side is the real serve loop (:class:`shadow.sim.core.simulator.Simulator`, every size
 one cache in one pass, as `simulate -c S1,S2,...` runs them); the comparison is of the four
 ratios as RESULT prints them and of the counts behind them.
 """
@@ -17,11 +17,11 @@ import pytest
 from click.testing import CliRunner
 
 from shadow.cli import cli
-from shadow.sim.cost import parse_cost_model
-from shadow.sim.drive import run_trace
+from shadow.sim.cost.models import parse_cost_model
+from shadow.sim.core.drive import run_trace
 from shadow.sim.mrc.curve import CSV_COLUMNS, METRICS, TARGET_METRICS
 from shadow.sim.mrc.offline import curve_of_trace
-from shadow.sim.simulator import CacheSpec, Simulator
+from shadow.sim.core.simulator import CacheSpec, Simulator
 from shadow.trace import open_trace
 from shadow.trace.synth import SynthParams, write_synth
 from tests.sim._traces import CONVERSATION, ROOT, SYNTHETIC

@@ -14,10 +14,10 @@ from shadow.cli_options import (allow_truncated_option, block_id_option, parse_s
                                 trace_option)
 from shadow.errors import ShadowError
 from shadow.progress import progress_bar
-from shadow.sim.cost import COST_MODELS, parse_cost_model
+from shadow.sim.cost.models import COST_MODELS, parse_cost_model
 from shadow.sim.mrc.curve import CSV_COLUMNS, METRICS, TARGET_METRICS, Curve, parse_targets
 from shadow.sim.mrc.offline import CURVE_ALGOS
-from shadow.sim.vllm_rules import LOOKUP_MODES
+from shadow.sim.engine.rules import LOOKUP_MODES
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ def write_csv(path: str, curve: Curve) -> None:
 def block_bytes_of(bytes_per_block: int | None, kv_config: str | None,
                    block_tokens: int) -> int | None:
     """A block's KV bytes from ``--bytes-per-block`` or ``--kv-config`` (None: neither)."""
-    from shadow.sim.tier import kv_bytes_per_block
+    from shadow.sim.tiers.model import kv_bytes_per_block
 
     if bytes_per_block is not None and kv_config is not None:
         raise ShadowError("--bytes-per-block and --kv-config both give a block's bytes: one only")
@@ -130,7 +130,7 @@ def mrc(trace, algo, at, output, target, cost_model, lookup, replay_order, bytes
     """
     from shadow.sim.mrc.offline import curve_of_trace
     from shadow.trace import bundled_trace_path, open_trace
-    from shadow.sim.drive import sim_decode_threads
+    from shadow.sim.core.drive import sim_decode_threads
 
     path = trace if trace is not None else bundled_trace_path()
     sizes = None

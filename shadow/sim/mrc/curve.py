@@ -7,7 +7,7 @@ the cost they save, as cumulative sums of :class:`~shadow.sim.mrc.stack.StackPas
 exact_from`` (the largest room one request needs, its distinct blocks plus anonymous slots:
 a smaller cache skips that request, which the one-pass stack does not; docs/mrc.md).
 
-Ratios are computed as :class:`shadow.sim.results.Result` computes them (hits / looked-up blocks,
+Ratios are computed as :class:`shadow.sim.core.results.Result` computes them (hits / looked-up blocks,
 saved / total cost), so they print to the same digits.
 """
 

@@ -14,10 +14,10 @@ from collections.abc import Callable
 import numpy as np
 
 from shadow.errors import ShadowError
-from shadow.sim.cost import CostModel
+from shadow.sim.cost.models import CostModel
 from shadow.sim.mrc.curve import Curve
 from shadow.sim.mrc.stack import StackPass
-from shadow.sim.vllm_rules import LOOKUP_MODES, lookup_counts, vllm_anonymous_counts
+from shadow.sim.engine.rules import LOOKUP_MODES, lookup_counts, vllm_anonymous_counts
 
 #: Policies whose curve one pass gives exactly, and the recency each follows (docs/mrc.md).
 #: ``vllm`` (vLLM's free queue, offline one request at a time) ranks blocks by release, tail
@@ -44,7 +44,7 @@ def curve_of_trace(tr, path: str | os.PathLike[str], *, algo: str = "lru", looku
 
     ``progress(block accesses fed, requests fed)`` is called after each batch.
     """
-    from shadow.sim.simulator import prefetched
+    from shadow.sim.core.simulator import prefetched
 
     deepest = check_setup(algo, lookup, replay_order)
     bs = int(tr.header.block_size_tokens or 0)

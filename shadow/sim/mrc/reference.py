@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from shadow.sim.cost import CostModel, parse_cost_model
+from shadow.sim.cost.models import CostModel, parse_cost_model
 from shadow.sim.reference import make_reference
 from shadow.sim.reference.loop import RefCache
 

@@ -43,8 +43,8 @@ from libc.string cimport memset, memcpy
 
 import numpy as np
 
-from shadow.sim.idtable cimport (IdMap, idmap_get, idmap_put, shadow_big_calloc, SHADOW_PREFETCH)
-from shadow.sim.idtable cimport idmap_init, idmap_free
+from shadow.sim.core.idtable cimport (IdMap, idmap_get, idmap_put, shadow_big_calloc, SHADOW_PREFETCH)
+from shadow.sim.core.idtable cimport idmap_init, idmap_free
 
 
 cdef extern from *:
