@@ -156,6 +156,10 @@ class Router:
         none."""
         return 0
 
+    def placed(self, r: int, prefill_end_us: int) -> None:
+        """The request just routed went to ``r`` and is in prefill until ``prefill_end_us``
+        (the fleet's schedule); a router that tracks its own prefill load reads it."""
+
     def wants_stores(self) -> bool:
         """True if :meth:`stored` must hear of every block a replica stores (an index that sees
         stores late, or speculates)."""

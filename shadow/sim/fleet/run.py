@@ -745,6 +745,7 @@ def _serve_serial(ft, sims, router, view, sched, load) -> tuple[np.ndarray, int]
         a, b = int(ft.off[i]), int(ft.off[i + 1])
         r = router.route(_query(ft, i, pb, ts), view)
         assign[i] = r
+        router.placed(r, -1)
         run = runs[r]
         ids = ft.ids[a:b]
         wants = router.wants_stores()
@@ -826,6 +827,7 @@ def _serve_timed(ft, sims, router, view, sched, load, setup) -> tuple[np.ndarray
             r = router.route(q, view)
             assign[i] = r
             sched.place(i, r)
+            router.placed(r, int(sched.prefill_end[i]))
             load.routed(r, int(sched.start[i]), int(sched.prefill_end[i]),
                         int(sched.done[i]), int(tokens[i]), int(pb[i]))
             heapq.heappush(heap, (int(sched.start[i]), 2, i))

@@ -43,7 +43,7 @@ def _fleet(path: str, router: str, timing: str, specs=SPECS, service=None):
                          FleetSetup(kw, timing=timing, service=service, path=path))
 
 
-ROUTABLE = [r for r in ROUTERS if r not in NEEDS_MERGED]
+ROUTABLE = [r for r in ROUTERS if r not in NEEDS_MERGED] + ["kv_aware:score=cost"]
 SERIAL = [r for r in ROUTABLE if not parse_router(r).spec.needs_load]
 
 
@@ -91,7 +91,7 @@ def _as_recording(src: str, dst) -> str:
 
 
 @pytest.mark.parametrize("router", ["round_robin", "least_load", "cache_aware", "kv_aware",
-                                    "llm_d", "dynamo"])
+                                    "kv_aware:score=cost", "llm_d", "dynamo"])
 def test_recorded_timing_equals_simulate(synth_small, tmp_path, router):
     path = _as_recording(synth_small, tmp_path / "rec.lcp")
     want = _single(path, "recorded")

@@ -276,3 +276,21 @@ def test_every_registered_router_is_tested_here():
     src = Path(__file__).read_text()
     for name in ROUTERS:
         assert f'"{name}' in src, name
+
+
+def test_kv_aware_cost_rule_of_the_release():
+    """vllm-router 0.1.17: (new prefill + active prefill) * (in flight + 1), lowest first."""
+    r = make("kv_aware:score=cost", 2, B=16)
+    v = FakeView(2, in_flight=[3, 0], resident=[{1, 2, 3}, set()])
+    q = query([1, 2, 3, 4], tokens=64, t=0.0)
+    # r0: 3 blocks credited (at most (64 - 1) // 16 = 3) -> 16 new tokens, x4; r1: 64 x1
+    assert r.costs(q, v)[0] == [64.0, 64.0]
+    assert r.route(q, v) == 0                        # equal costs: the first
+    v.flight = [4, 0]
+    assert r.route(q, v) == 1
+    r.placed(1, 5_000_000)                           # 64 new tokens in prefill on r1 until 5 s
+    v.flight = [4, 1]
+    assert r.costs(query([1, 2, 3, 4], tokens=64, t=1.0), v)[0] == [80.0, 256.0]
+    assert r.costs(query([1, 2, 3, 4], tokens=64, t=5.0), v)[0] == [80.0, 128.0]
+    # a prompt of exactly one block: its last token is recomputed, nothing credited
+    assert r.new_prefill(query([1], tokens=16), 1) == 16
