@@ -31,12 +31,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench._common import parse_size  # noqa: E402
-from shadow.sim.drive import run_trace  # noqa: E402
+from shadow.sim.core.drive import run_trace  # noqa: E402
 from shadow.sim.fleet.router import parse_router  # noqa: E402
 from shadow.sim.fleet.run import FleetSetup, run_fleet  # noqa: E402
-from shadow.sim.results import CacheSpec  # noqa: E402
-from shadow.sim.service import parse_service  # noqa: E402
-from shadow.sim.simulator import Simulator  # noqa: E402
+from shadow.sim.core.results import CacheSpec  # noqa: E402
+from shadow.sim.timing.service import parse_service  # noqa: E402
+from shadow.sim.core.simulator import Simulator  # noqa: E402
 from shadow.trace import open_trace  # noqa: E402
 
 

@@ -5,7 +5,7 @@ request a cache holds.  Pure-Python twins: :mod:`shadow.sim.fleet.probe_ref` (te
 
 from libc.stdint cimport int64_t, uint8_t
 
-from shadow.sim.policy cimport Policy
+from shadow.sim.core.policy cimport Policy
 
 
 def prefix_lengths(list policies, const int64_t[::1] ids, int64_t[::1] out) -> None:

@@ -13,7 +13,7 @@ until it expires.  Tested equal to that path (tests/sim/fleet/test_serial_fast.p
 
 from libc.stdint cimport int64_t
 
-from shadow.sim.policy cimport Policy
+from shadow.sim.core.policy cimport Policy
 
 
 def kv_serial(list runs, const int64_t[::1] off, object ids, object nxt,

@@ -6,7 +6,7 @@ each request's replica in arrival order and that replica serves it, exactly as
 
 * a router that reads no cache (round_robin, consistent_hash, cache_aware, ...) routes the
   whole trace once; then each replica serves its share through one
-  :class:`~shadow.sim.simulator.Simulator` holding every cache (serial: ``feed``; a time model:
+  :class:`~shadow.sim.core.simulator.Simulator` holding every cache (serial: ``feed``; a time model:
   ``run_trace_recorded`` with the fleet's times), one pass per replica;
 * a router that reads the caches (kv_aware, llm_d, dynamo) decides each request on the caches'
   state at that moment, so every cache is its own fleet of N single-cache simulators, served
@@ -33,7 +33,7 @@ import numpy as np
 from shadow.errors import ShadowError
 from shadow.sim.fleet.router import FleetContext, Query, Router, RouterChoice, default_names
 from shadow.sim.registry import policy_info
-from shadow.sim.results import CacheSpec, Result
+from shadow.sim.core.results import CacheSpec, Result
 from shadow.trace.batch import Batch
 
 #: Block entries per batch when a replica's share is fed to its simulator.
@@ -469,8 +469,8 @@ def _run_stream(specs, tr, replicas, choice, router, setup, names, progress
                 ) -> list[FleetResult]:
     """Serial timing, a router that reads no cache: each decoded batch is routed (file order)
     and each replica's part of it fed to that replica's simulator, as ``run_trace`` feeds one."""
-    from shadow.sim.oracle import attach_next_access
-    from shadow.sim.simulator import Simulator, prefetched
+    from shadow.sim.core.oracle import attach_next_access
+    from shadow.sim.core.simulator import Simulator, prefetched
 
     sims = [Simulator(specs, **setup.sim_kwargs) for _ in range(replicas)]
     view = _BlindView(Load(replicas))
@@ -570,9 +570,9 @@ def _parts(batch: Batch, off: np.ndarray, assign: np.ndarray, replicas: int):
 
 def _run_blind(specs, ft, replicas, choice, router, setup, names, progress) -> list[FleetResult]:
     """A router that reads no cache: route once, then each replica serves its share."""
-    from shadow.sim.drive import run_trace
-    from shadow.sim.simulator import Simulator
-    from shadow.sim.timing import FIELDS, CTX_FIELDS, run_trace_recorded
+    from shadow.sim.core.drive import run_trace
+    from shadow.sim.core.simulator import Simulator
+    from shadow.sim.timing.run import FIELDS, CTX_FIELDS, run_trace_recorded
 
     sched = Schedule(setup.timing, setup.service, ft, replicas, setup.path, choice.label)
     load = Load(replicas)
@@ -660,7 +660,7 @@ class _CacheView(_BlindView):
 def _run_reading(spec: CacheSpec, ft: FleetTrace, replicas: int, choice: RouterChoice,
                  router: Router, setup: FleetSetup, names: list[str]) -> FleetResult:
     """A router that reads the caches: one fleet of single-cache simulators for ``spec``."""
-    from shadow.sim.simulator import Simulator
+    from shadow.sim.core.simulator import Simulator
 
     sims = [Simulator([spec], **setup.sim_kwargs) for _ in range(replicas)]
     try:
@@ -689,7 +689,7 @@ def _request_arrays(sim, ft: FleetTrace):
     """What ``Simulator.feed`` derives per request, for the whole trace: arrival seconds, looked-up
     blocks, anonymous slots, info rows (None where the run needs none)."""
     from shadow.sim.category import request_info
-    from shadow.sim.vllm_rules import lookup_counts, vllm_anonymous_counts
+    from shadow.sim.engine.rules import lookup_counts, vllm_anonymous_counts
 
     lens = np.diff(ft.off)
     ts = np.ascontiguousarray(arrival_seconds(ft.rec), dtype=np.float64)
@@ -787,9 +787,9 @@ def _serve_timed(ft, sims, router, view, sched, load, setup) -> tuple[np.ndarray
     each replica's live path (``run_trace_recorded``'s rules, one event at a time)."""
     from shadow.sim.category import request_info
     from shadow.sim.fleet._probe import resident_mask
-    from shadow.sim.live import LiveBatch
-    from shadow.sim.livewire import INFO_CATEGORY, INFO_SESSION, INFO_SESSION_NEXT
-    from shadow.sim.timing import live_counts
+    from shadow.sim.live.batch import LiveBatch
+    from shadow.sim.live.wire import INFO_CATEGORY, INFO_SESSION, INFO_SESSION_NEXT
+    from shadow.sim.timing.run import live_counts
 
     B = ft.block_size
     if B < 1:

@@ -80,7 +80,7 @@ def load_fields(sim: "Simulator") -> tuple[str, ...]:
 
 
 def live_counts(rec, off: np.ndarray, block_size: int) -> tuple[np.ndarray, ...]:
-    """Per request, vLLM's block rules for its admission and release (:mod:`shadow.sim.vllm_rules`):
+    """Per request, vLLM's block rules for its admission and release (:mod:`shadow.sim.engine.rules`):
     the prompt's full blocks held at admission, the blocks looked up, the anonymous slots
     reserved, the entries of the release (admitted + generated blocks) and the final partial
     block held while they go in."""

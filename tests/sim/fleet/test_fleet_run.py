@@ -11,9 +11,9 @@ from shadow.errors import ShadowError
 from shadow.sim.fleet import probe_ref
 from shadow.sim.fleet.router import FleetContext, parse_router
 from shadow.sim.fleet.run import FleetSetup, _sub, prompt_blocks, run_fleet
-from shadow.sim.results import CacheSpec
-from shadow.sim.service import parse_service
-from shadow.sim.simulator import Simulator
+from shadow.sim.core.results import CacheSpec
+from shadow.sim.timing.service import parse_service
+from shadow.sim.core.simulator import Simulator
 from shadow.trace import Batch, open_trace
 from tests.sim.fleet._view import FakeView, query
 

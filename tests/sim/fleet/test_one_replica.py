@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shadow.sim.drive import run_trace
+from shadow.sim.core.drive import run_trace
 from shadow.sim.fleet.router import ROUTERS, parse_router
 from shadow.sim.fleet.run import FleetSetup, run_fleet
-from shadow.sim.results import CacheSpec
-from shadow.sim.service import parse_service
-from shadow.sim.simulator import Simulator
-from shadow.sim.timing import run_trace_recorded
+from shadow.sim.core.results import CacheSpec
+from shadow.sim.timing.service import parse_service
+from shadow.sim.core.simulator import Simulator
+from shadow.sim.timing.run import run_trace_recorded
 from shadow.trace import Batch, LcpWriter, open_trace
 
 SPECS = [CacheSpec("lru", 300), CacheSpec("s3fifo", 300), CacheSpec("arc", 1200),

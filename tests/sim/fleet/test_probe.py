@@ -7,7 +7,7 @@ import pytest
 
 from shadow.sim.fleet import probe_ref
 from shadow.sim.fleet._probe import prefix_lengths, resident_mask
-from shadow.sim.loop import CacheRun
+from shadow.sim.core.loop import CacheRun
 from shadow.sim.registry import make_policy
 from tests.sim._traces import batch_of, random_trace
 

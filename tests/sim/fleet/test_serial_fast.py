@@ -9,7 +9,7 @@ import pytest
 from shadow.sim.fleet import run as fleet_run
 from shadow.sim.fleet.router import parse_router
 from shadow.sim.fleet.run import FleetSetup, run_fleet
-from shadow.sim.results import CacheSpec
+from shadow.sim.core.results import CacheSpec
 
 
 @pytest.mark.parametrize("policy, size", [("lru", 250), ("arc", 400), ("vllm", 320),
