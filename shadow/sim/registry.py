@@ -1,7 +1,9 @@
 """Every policy name of the simulator, mapped to the module that implements it.
 
-A name is registered here even before its module is built; :func:`make_policy` then says so
-clearly.  A policy module ``shadow/sim/policies/<family>/<name>.pyx`` provides ``make(capacity, params)``
+The names come from the files: ``shadow/sim/policies/<family>/<name>.pyx`` is policy ``<name>`` of
+``<family>`` (its package), listed even before its module is built (:func:`make_policy` then says
+so clearly); by hand are only the ``--list-algos`` order (:data:`ORDER`) and other names of a
+policy (:data:`ALIASES`).  A policy module provides ``make(capacity, params)``
 and ``SPEC``, one :class:`PolicySpec`: the one place that says what the policy is (defaults,
 pins, oracle, family, stepping weight, which libCacheSim class it equals, ...).  The CLI, the
 stepper, the connector's checks, the benchmarks and the tests read their lists from here.
@@ -10,77 +12,94 @@ stepper, the connector's checks, the benchmarks and the tests read their lists f
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 
 from shadow.errors import ShadowError
 from shadow.sim.params import parse_params, split_modifiers
 
-# NOTE: order is the order of --list-algos: single queue, multi-queue, cost-aware and oracles,
-# partial-node, then the engine-exact policies.
-POLICIES: dict[str, str] = {
-    "lru": "shadow.sim.policies.recency.lru",
-    "mru": "shadow.sim.policies.recency.mru",
-    "lru_prob": "shadow.sim.policies.recency.lru_prob",
-    "fifo": "shadow.sim.policies.recency.fifo",
-    "clock": "shadow.sim.policies.recency.clock",
-    "sieve": "shadow.sim.policies.recency.sieve",
-    "random": "shadow.sim.policies.recency.random",
-    "randomtwo": "shadow.sim.policies.recency.randomtwo",
-    "randomlru": "shadow.sim.policies.recency.randomlru",
-    "lfu": "shadow.sim.policies.frequency.lfu",
-    "lfuda": "shadow.sim.policies.frequency.lfuda",
-    "hyperbolic": "shadow.sim.policies.frequency.hyperbolic",
-    "size": "shadow.sim.policies.frequency.size",
-    "fifo_merge": "shadow.sim.policies.frequency.fifo_merge",
-    "s3fifo": "shadow.sim.policies.adaptive.s3fifo",
-    "s3fifo_compute": "shadow.sim.policies.cost_aware.s3fifo_compute",
-    "qdlp": "shadow.sim.policies.adaptive.qdlp",
-    "s3fifod": "shadow.sim.policies.adaptive.s3fifod",
-    "lecar": "shadow.sim.policies.adaptive.lecar",
-    "twoq": "shadow.sim.policies.adaptive.twoq",
-    "cacheus": "shadow.sim.policies.adaptive.cacheus",
-    "lirs": "shadow.sim.policies.adaptive.lirs",
-    "arc": "shadow.sim.policies.adaptive.arc",
-    "car": "shadow.sim.policies.adaptive.car",
-    "slru": "shadow.sim.policies.frequency.slru",
-    "wtinylfu": "shadow.sim.policies.frequency.wtinylfu",
-    "gdsf": "shadow.sim.policies.cost_aware.gdsf",
-    "gdsf_compute": "shadow.sim.policies.cost_aware.gdsf_compute",
-    "lhd": "shadow.sim.policies.adaptive.lhd",
-    "lhd_compute": "shadow.sim.policies.cost_aware.lhd_compute",
-    "workload_aware": "shadow.sim.policies.adaptive.workload_aware",
-    "asym_cache": "shadow.sim.policies.cost_aware.asym_cache",
-    "asym_cache_time": "shadow.sim.policies.cost_aware.asym_cache",
-    "belady": "shadow.sim.policies.oracle.belady",
-    "belady_compute": "shadow.sim.policies.oracle.belady_compute",
-    "random_compute": "shadow.sim.policies.cost_aware.random_compute",
-    "random_compute_small_queue": "shadow.sim.policies.cost_aware.random_compute_small_queue",
-    "partial_node_random_compute": "shadow.sim.policies.partial_node.partial_node_random_compute",
-    "partial_node_random_freq": "shadow.sim.policies.partial_node.partial_node_random_freq",
-    "partial_node_random_compute_small_queue": "shadow.sim.policies.partial_node.partial_node_random_compute_small_queue",
-    "session_lru": "shadow.sim.policies.session.session_lru",
-    "session_s3fifo": "shadow.sim.policies.session.session_s3fifo",
-    "session_arc": "shadow.sim.policies.session.session_arc",
-    "session_belady": "shadow.sim.policies.session.session_belady",
-    "session_random_compute": "shadow.sim.policies.session.session_random_compute",
-    "vllm": "shadow.sim.policies.engine_exact.vllm",
-    "sglang": "shadow.sim.policies.engine_exact.sglang",
-}
+#: Families, in ``--list-algos`` order.
+FAMILIES = ("recency", "frequency", "adaptive", "cost-aware", "oracle", "partial-node", "session",
+            "engine-exact")
+
+#: ``--list-algos`` order, by hand: single queue, multi-queue, cost-aware and oracles, partial-node,
+#: then the engine-exact policies.  Every name is a file ``policies/<family>/<name>.pyx`` or an
+#: alias (tests/sim/test_registry.py holds both ways).
+ORDER: tuple[str, ...] = (
+    "lru", "mru", "lru_prob", "fifo", "clock", "sieve", "random", "randomtwo", "randomlru", "lfu",
+    "lfuda", "hyperbolic", "size", "fifo_merge", "s3fifo", "s3fifo_compute", "qdlp", "s3fifod",
+    "lecar", "twoq", "cacheus", "lirs", "arc", "car", "slru", "wtinylfu", "gdsf", "gdsf_compute",
+    "lhd", "lhd_compute", "workload_aware", "asym_cache", "asym_cache_time", "belady",
+    "belady_compute", "random_compute", "random_compute_small_queue", "partial_node_random_compute",
+    "partial_node_random_freq", "partial_node_random_compute_small_queue", "session_lru",
+    "session_s3fifo", "session_arc", "session_belady", "session_random_compute", "vllm", "sglang",
+)
+
+#: Other names of a policy: the PrefixSim fork's older registration of asym_cache.
+ALIASES: dict[str, str] = {"asym_cache_time": "asym_cache"}
 
 
 #: The largest cache a policy holds: slot numbers are 31-bit (shadow/sim/core/policy.pxd).
 MAX_CAPACITY = 2**31 - 2
 
-#: Families, in ``--list-algos`` order.
-FAMILIES = ("recency", "frequency", "adaptive", "cost-aware", "oracle", "partial-node", "session",
-            "engine-exact")
 
 #: libCacheSim policies that are left out, and why (listed by ``--list-algos``).
 EXCLUDED: dict[str, str] = {
     "clockpro": "refuses admission (libCacheSim ClockPro's can_insert), which a prefix cache "
                 "cannot express: every block of a served request is cached",
 }
+
+
+#: Where the policies are: one package per family (:func:`family_package`), one module per policy.
+POLICY_ROOT = Path(__file__).resolve().parent / "policies"
+
+
+def family_package(family: str) -> str:
+    """The package of a family's policies: ``"cost-aware"`` -> ``"cost_aware"``."""
+    return family.replace("-", "_")
+
+
+def scan_policies(root: Path = POLICY_ROOT) -> dict[str, str]:
+    """Name -> family of every policy file under ``root/<family>/``: a ``.pyx`` or a built
+    extension (an installed package may hold only those), named after the policy.
+
+    NOTE: a module whose name starts with ``_`` is not a policy (``session/_base``, ``_shared/``),
+    so a family may keep its shared machinery beside its policies.
+    """
+    suffixes = (".pyx", *importlib.machinery.EXTENSION_SUFFIXES)
+    found: dict[str, str] = {}
+    for family in FAMILIES:
+        folder = root / family_package(family)
+        for path in sorted(folder.iterdir()) if folder.is_dir() else ():
+            suffix = next((s for s in suffixes if path.name.endswith(s)), None)
+            name = path.name[:-len(suffix)] if suffix else ""
+            if not name.isidentifier() or name.startswith("_"):
+                continue
+            if found.setdefault(name, family) != family:
+                raise RuntimeError(f"policy {name} is in two families: {found[name]} and {family} "
+                                   f"({root})")
+    return found
+
+
+def _registered() -> tuple[dict[str, str], dict[str, str]]:
+    families = scan_policies()
+    for alias, name in ALIASES.items():
+        if name in families:
+            families[alias] = families[name]
+    # NOTE: a policy file missing from ORDER is still listed (last): tests/sim/test_registry.py
+    # fails for it, --list-algos does not hide it
+    names = [n for n in ORDER if n in families] + sorted(set(families) - set(ORDER))
+    modules = {n: f"shadow.sim.policies.{family_package(families[n])}.{ALIASES.get(n, n)}"
+               for n in names}
+    return modules, {n: families[n] for n in names}
+
+
+#: Every policy name (``--list-algos`` order) -> its module, from the files under ``policies/``;
+#: a policy whose module is not built yet is listed too (:class:`PolicyNotBuilt` when used).
+#: ``POLICY_FAMILIES``: name -> family, the package its file is in (equal to its SPEC's).
+POLICIES, POLICY_FAMILIES = _registered()
 
 
 class PolicyNotBuilt(ShadowError):

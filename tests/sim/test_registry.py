@@ -1,17 +1,20 @@
-"""The registry is the one list of policies: every registered policy is built, declares a valid
-spec, has a pure-Python reference with the same defaults, a test module and a section in
+"""The registry is the one list of policies, read from the files: every policy is a file
+shadow/sim/policies/<family>/<name>.pyx in the folder of its spec's family, is built, declares a
+valid spec, has a pure-Python reference with the same defaults, a test module and a section in
 docs/policies.md.  Adding a policy without any of these fails here (it is never skipped)."""
 
 from __future__ import annotations
 
 import re
+from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
 import pytest
 
 from shadow.sim.params import parse_params
 from shadow.sim.reference import reference_module
-from shadow.sim.registry import FAMILIES, POLICIES, PolicySpec, policy_info, policy_specs
+from shadow.sim.registry import (ALIASES, FAMILIES, ORDER, POLICIES, POLICY_FAMILIES, PolicySpec,
+                                 family_package, policy_info, policy_specs, scan_policies)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,6 +24,10 @@ def test_every_policy_is_complete(name):
     info = policy_info(name)                       # raises PolicyNotBuilt when it is not built
     spec = info.spec
     assert isinstance(spec, PolicySpec) and spec.family in FAMILIES
+    source = ROOT / (info.module.replace(".", "/") + ".pyx")
+    assert source.is_file(), f"no {source.relative_to(ROOT)}"
+    assert source.parent.name == family_package(spec.family) == family_package(POLICY_FAMILIES[name]), \
+        f"{source.relative_to(ROOT)} is not in the folder of its family {spec.family!r}"
     ref = reference_module(name)                   # raises LookupError when it has none
     assert parse_params(None, getattr(ref, "DEFAULTS", "")) == parse_params(None, spec.defaults), \
         f"the reference's DEFAULTS differ from {name}'s spec"
@@ -28,6 +35,30 @@ def test_every_policy_is_complete(name):
     doc = (ROOT / "docs" / "policies.md").read_text()
     assert re.search(rf"^#+ `?{re.escape(name)}`?\s*$", doc, re.M), \
         f"docs/policies.md has no section for {name}"
+
+
+def test_the_order_names_every_policy_file_and_nothing_else():
+    files = set(scan_policies())
+    assert set(ORDER) - set(ALIASES) == files, (
+        f"in ORDER without a file: {sorted(set(ORDER) - set(ALIASES) - files)}; "
+        f"a file missing from ORDER: {sorted(files - set(ORDER))}")
+    assert len(set(ORDER)) == len(ORDER) and list(POLICIES) == list(ORDER)
+    assert all(target in files and alias not in files for alias, target in ALIASES.items())
+
+
+def test_a_policy_file_is_found_built_or_not(tmp_path):
+    (tmp_path / "recency").mkdir()
+    (tmp_path / "cost_aware").mkdir()
+    (tmp_path / "recency" / "mine.pyx").write_text("")
+    (tmp_path / "recency" / "_helper.pyx").write_text("")
+    (tmp_path / "recency" / "mine.pxd").write_text("")
+    (tmp_path / "cost_aware" / f"built{EXTENSION_SUFFIXES[0]}").write_text("")
+    (tmp_path / "cost_aware" / "built_c.c").write_text("")
+    found = scan_policies(tmp_path)
+    assert found == {"mine": "recency", "built": "cost-aware"}
+    (tmp_path / "cost_aware" / "mine.pyx").write_text("")
+    with pytest.raises(RuntimeError, match="two families"):
+        scan_policies(tmp_path)
 
 
 def test_specs_are_read_in_registry_order():
