@@ -113,7 +113,7 @@ def test_a_config_missing_a_field_is_one_error_naming_it(tmp_path, cfg, words):
 
 @pytest.mark.parametrize("text,words", [
     ("model:", "needs a file name"),
-    ("model:/nonexistent/config.json", "cannot read /nonexistent/config.json"),
+    ("model:/nonexistent/config.json", "model:/nonexistent/config.json: cannot read it"),
     ("model:{dir}/bad.json", "is not JSON"),
     ("model:{dir}/list.json", "is not a JSON object"),
     ("model:{dir}/config.json,0", "block size 0 is not 1.."),

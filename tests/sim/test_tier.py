@@ -264,7 +264,7 @@ def test_kv_bytes_per_block_by_hand(tmp_path):
                              "layer_types": ["full_attention", "linear_attention"]}))
     assert T.kv_bytes_per_block(str(p), 32) == 1 * (512 + 64) * 32 * 2
     p.write_text(json.dumps({"num_hidden_layers": 2}))
-    with pytest.raises(ShadowError, match="'num_attention_heads' is None"):
+    with pytest.raises(ShadowError, match="the config has no 'num_attention_heads'"):
         T.kv_bytes_per_block(str(p), 32)
 
 

@@ -36,15 +36,14 @@ d*u*(c + u/2)`` (:mod:`replay.prefill`) gives the block at ``p`` (``u = B`` new 
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
 from shadow.errors import ShadowError
+from shadow.sim.cost.modelcfg import ModelConfig, read_json_object, read_model_config
 
 #: vLLM's default KV block size (tokens), the block size of ``model:CONFIG`` without one.
 DEFAULT_BLOCK = 16
@@ -70,46 +69,7 @@ def _split_block(arg: str, what: str) -> tuple[str, int | None]:
     return path, b
 
 
-def _load_json(path: str, what: str) -> dict[str, Any]:
-    if not path:
-        raise ShadowError(f"cost model {what} needs a file name")
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ShadowError(f"cost model {what}: cannot read {path}: {exc.strerror}") from None
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ShadowError(f"cost model {what}: {path} is not JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise ShadowError(f"cost model {what}: {path} is not a JSON object")
-    return data
-
-
-class _Config:
-    """Typed reads of a ``config.json`` (and of its ``text_config``, for multimodal models)."""
-
-    def __init__(self, data: dict[str, Any], path: str) -> None:
-        inner = data.get("text_config")
-        self.d = {**data, **inner} if isinstance(inner, dict) else data
-        self.path = path
-
-    def num(self, key: str, default: float | None = None, *, positive: bool = True) -> float:
-        v = self.d.get(key)
-        if v is None:
-            if default is None:
-                raise ShadowError(f"cost model model:{self.path}: the config has no {key!r}, "
-                                  f"which the cost needs")
-            return default
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
-                or (positive and v <= 0) or v < 0:
-            raise ShadowError(f"cost model model:{self.path}: {key!r} is {v!r}, not a "
-                              f"{'positive' if positive else 'non-negative'} number")
-        return float(v)
-
-    def get(self, key: str) -> Any:
-        return self.d.get(key)
-
-
-def _linear_per_token(c: _Config) -> float:
+def _linear_per_token(c: ModelConfig) -> float:
     """FLOPs per token of every layer's weight multiplies (see the module docstring)."""
     d = c.num("hidden_size")
     n_layers = int(c.num("num_hidden_layers"))
@@ -143,7 +103,7 @@ def _linear_per_token(c: _Config) -> float:
     return 2.0 * (n_layers * attn + mlp)
 
 
-def layer_work(c: _Config) -> list[LayerWork]:
+def layer_work(c: ModelConfig) -> list[LayerWork]:
     """Each layer's attention kind, window and FLOPs per (query, key) pair."""
     d = c.num("hidden_size")
     n_layers = int(c.num("num_hidden_layers"))
@@ -158,7 +118,7 @@ def layer_work(c: _Config) -> list[LayerWork]:
     types = c.get("layer_types")
     if isinstance(types, list):
         if len(types) != n_layers:
-            raise ShadowError(f"cost model model:{c.path}: layer_types has {len(types)} entries "
+            raise ShadowError(f"{c.where}: layer_types has {len(types)} entries "
                               f"for {n_layers} layers")
         out = []
         for t in types:
@@ -196,7 +156,7 @@ def model_cost_fn(arg: str) -> tuple[str, Callable[[int], np.ndarray]]:
     model's name and ``costs(n)``, the costs of positions ``0 .. n-1``."""
     path, block = _split_block(arg, f"model:{arg}")
     block = block or DEFAULT_BLOCK
-    c = _Config(_load_json(path, f"model:{path}"), path)
+    c = read_model_config(path, f"cost model model:{path}", "the cost")
     lin = block * _linear_per_token(c)
     groups: dict[tuple[str, int], float] = {}
     for lw in layer_work(c):
@@ -215,7 +175,7 @@ def model_cost_fn(arg: str) -> tuple[str, Callable[[int], np.ndarray]]:
 def fit_coefficients(arg: str) -> tuple[float, float]:
     """``REPORT[,BLOCK]`` of ``fit:``: ``(A, B)`` in microseconds of ``cost(p) = A + B*p``."""
     path, block = _split_block(arg, f"fit:{arg}")
-    rep = _load_json(path, f"fit:{path}")
+    rep = read_json_object(path, f"cost model fit:{path}")
     model = rep.get("prefill_model")
     if not isinstance(model, dict) or not isinstance(model.get("coef"), list) or \
             not model["coef"]:

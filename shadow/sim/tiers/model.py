@@ -30,13 +30,13 @@ EAGLE and partial-tail variants of the scheduler are not modelled (full attentio
 
 from __future__ import annotations
 
-import json
 import math
 from collections import OrderedDict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from shadow.errors import ShadowError
+from shadow.sim.cost.modelcfg import read_model_config
 
 #: Media, their default bandwidths (GB/s, 10**9 bytes) and what the defaults stand for.
 MEDIA: dict[str, tuple[float, str]] = {
@@ -794,38 +794,19 @@ def kv_bytes_per_block(config_path: str, block_tokens: int, dtype: str = "auto")
     ``config.json``: ``2 * kv_heads * head_dim`` per token and layer (keys and values), MLA's
     ``kv_lora_rank + qk_rope_head_dim`` (one latent), linear/state-space layers none."""
     where = f"--kv-config {config_path}"
-    try:
-        data = json.loads(open(config_path, encoding="utf-8").read())
-    except OSError as exc:
-        raise ShadowError(f"{where}: cannot read it: {exc.strerror}") from None
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ShadowError(f"{where}: not JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise ShadowError(f"{where}: not a JSON object")
-    if isinstance(data.get("text_config"), dict):
-        data = {**data, **data["text_config"]}
+    c = read_model_config(config_path, where, "the bytes of a KV block")
     if dtype not in DTYPE_BYTES:
         raise ShadowError(f"{where}: unknown KV cache dtype {dtype!r}")
-
-    def num(key: str, default: float | None = None) -> float:
-        v = data.get(key)
-        if v is None and default is not None:
-            return default
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
-            raise ShadowError(f"{where}: {key!r} is {v!r}, not a positive number (needed for "
-                              f"the bytes of a KV block)")
-        return float(v)
-
-    n_layers = int(num("num_hidden_layers"))
-    types = data.get("layer_types")
+    n_layers = int(c.num("num_hidden_layers"))
+    types = c.get("layer_types")
     if isinstance(types, list):
         n_attn = sum(1 for t in types if t in ("full_attention", "sliding_attention"))
     else:
         n_attn = n_layers
-    if data.get("kv_lora_rank"):
-        per_token = num("kv_lora_rank") + float(data.get("qk_rope_head_dim") or 0)
+    if c.get("kv_lora_rank"):
+        per_token = c.num("kv_lora_rank") + float(c.get("qk_rope_head_dim") or 0)
     else:
-        heads = num("num_attention_heads")
-        per_token = 2 * num("num_key_value_heads", heads) * num("head_dim",
-                                                                 num("hidden_size") / heads)
+        heads = c.num("num_attention_heads")
+        per_token = 2 * c.num("num_key_value_heads", heads) * c.num("head_dim",
+                                                                    c.num("hidden_size") / heads)
     return int(n_attn * per_token * block_tokens * DTYPE_BYTES[dtype])
