@@ -10,7 +10,11 @@ Over the tiled trace (bench/tile.py, .lcp.zst), alternating in each round:
 * loop   the work alone on the trace decoded into arrays first, fed in the reader's batches:
          the lru serve loop (pins off) and the stack pass;
 * memory the stack pass's arrays per distinct block (``StackPass.allocated_bytes``), and the
-         peak RSS of each command in a child process.
+         peak RSS of each command in a child process;
+* sampled the live curve (``SampledCurve``, SHARDS) on the two bundled traces at several rates
+         and fixed sizes, seeds 0-4: its block hit ratio against the exact curve's at 1k-32k
+         blocks (bins of 64 blocks), mean and largest absolute error, plain and SHARDS_adj; the
+         rate reached, its bytes, and its CPU time per request (admission + release).
 Writes bench/out/bench_mrc.json; no thresholds here.
 """
 
@@ -99,6 +103,58 @@ def loop_mrc(arrays) -> tuple[float, int, int]:
     return t, sp.allocated_bytes(), sp.n_distinct
 
 
+SAMPLED_SIZES = [1 << k for k in range(10, 16)]
+SAMPLED_SETTINGS = [("rate", 0.1), ("rate", 0.01), ("rate", 0.001), ("max_ids", 1024),
+                    ("max_ids", 4096), ("max_ids", 16384)]
+
+
+def requests_of(path: Path) -> list[np.ndarray]:
+    from shadow.trace import open_trace
+    out = []
+    with open_trace(str(path)) as tr:
+        for b in tr:
+            off = np.asarray(b.offsets)
+            out += [np.ascontiguousarray(b.block_ids[off[i]:off[i + 1]], dtype=np.int64)
+                    for i in range(len(off) - 1)]
+    return out
+
+
+def sampled_errors(path: Path, seeds: int = 5) -> list[dict]:
+    """One row per setting: errors of the sampled curve against the exact one (module doc)."""
+    from shadow.sim.cost import parse_cost_model
+    from shadow.sim.mrc.offline import curve_of_trace
+    from shadow.sim.mrc.shards import SampledCurve
+    from shadow.trace import open_trace
+    with open_trace(str(path)) as tr:
+        exact = curve_of_trace(tr, path, cost=parse_cost_model("uniform"))
+    want = np.array([exact.ratios(c)["block_hit_ratio"] for c in SAMPLED_SIZES])
+    reqs = requests_of(path)
+    rows = []
+    for kind, value in SAMPLED_SETTINGS:
+        errs = {False: [], True: []}
+        rates, nbytes, cpu = [], [], []
+        for seed in range(seeds):
+            sc = (SampledCurve(64.0, 1024, value, 0, seed) if kind == "rate"
+                  else SampledCurve(64.0, 1024, 1.0, int(value), seed))
+            c = time.process_time()
+            for r in reqs:
+                sc.admit(r, len(r))
+                sc.release(r, r[:0], 0)
+            cpu.append(time.process_time() - c)
+            for adj in (False, True):
+                got = np.array([sc.ratio_at(x, adj) for x in SAMPLED_SIZES])
+                errs[adj].append(np.abs(got - want))
+            rates.append(sc.rate)
+            nbytes.append(sc.allocated_bytes())
+        rows.append({"trace": path.name, kind: value, "rate_reached": float(np.mean(rates)),
+                     "bytes": int(np.mean(nbytes)),
+                     "us_per_request": 1e6 * float(np.median(cpu)) / len(reqs),
+                     **{f"{'adj' if adj else 'plain'}_{stat}": float(f(np.array(e)))
+                        for adj, e in errs.items()
+                        for stat, f in (("mean_abs", np.mean), ("max_abs", np.max))}})
+    return rows
+
+
 def peak_rss_kb(args: list[str]) -> int:
     """Peak RSS of one ``shadow`` command in a child process."""
     # NOTE: VmHWM, not ru_maxrss: the latter survives execve, so a child would report this
@@ -112,13 +168,8 @@ def peak_rss_kb(args: list[str]) -> int:
     return int(r.stderr.strip().splitlines()[-1])
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--min-accesses", type=int, default=10_000_000)
-    ap.add_argument("--size", default="8k")
-    ap.add_argument("--rounds", type=int, default=5)
-    args = ap.parse_args()
-    OUT.mkdir(parents=True, exist_ok=True)
+def speed(args) -> dict:
+    """The e2e, loop and memory sections (module doc)."""
     size = parse_size(args.size)
     path = tiled_trace(args.min_accesses)
     rows: dict[str, list] = {"lru_cpu": [], "lru_wall": [], "mrc_cpu": [], "mrc_wall": [],
@@ -142,7 +193,7 @@ def main() -> None:
                 del curve
     assert f"{r_lru:.6f}" == f"{r_mrc:.6f}", (r_lru, r_mrc)
     med = {k: statistics.median(v) for k, v in rows.items()}
-    res = {
+    return {
         "trace": str(path.name), "block_accesses": n_acc, "distinct_blocks": distinct,
         "size": size, "rounds": args.rounds, "medians_s": med,
         "e2e_ratio_cpu": med["lru_cpu"] / med["mrc_cpu"],
@@ -159,7 +210,27 @@ def main() -> None:
             "mrc": peak_rss_kb(["mrc", "-t", str(path), "--at", str(size)]),
         },
     }
-    print(json.dumps(res, indent=1))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--min-accesses", type=int, default=10_000_000)
+    ap.add_argument("--size", default="8k")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--skip", default="", help="comma list of sections to skip: speed, sampled")
+    args = ap.parse_args()
+    skip = set(args.skip.split(","))
+    OUT.mkdir(parents=True, exist_ok=True)
+    res = {}
+    if "sampled" not in skip:
+        res["sampled"] = [row for p in (ROOT / "shadow" / "data" / "mooncake_synthetic.jsonl",
+                                        ROOT / "tests" / "data" / "mooncake_conversation.jsonl")
+                          for row in sampled_errors(p)]
+        for row in res["sampled"]:
+            print(json.dumps(row))
+    if "speed" not in skip:
+        res.update(speed(args))
+    print(json.dumps({k: v for k, v in res.items() if k != "sampled"}, indent=1))
     (OUT / "bench_mrc.json").write_text(json.dumps(res, indent=1) + "\n")
 
 

@@ -41,10 +41,12 @@ from libc.stdint cimport int64_t, int32_t, uint32_t, uint64_t
 from libc.stdlib cimport malloc, calloc, realloc, free
 from libc.string cimport memset, memcpy
 
+cimport cython
+
 import numpy as np
 
-from shadow.sim.core.idtable cimport (IdMap, idmap_get, idmap_put, shadow_big_calloc, SHADOW_PREFETCH)
-from shadow.sim.core.idtable cimport idmap_init, idmap_free
+from shadow.sim.core.idtable cimport (IdMap, idmap_get, idmap_put, idmap_take, idmap_init,
+                                  idmap_free, shadow_big_calloc)
 
 
 cdef extern from *:
@@ -68,61 +70,30 @@ DEF MIN_TIMES = 1 << 16
 DEF MAX_LIVE = 1 << 29
 
 
+@cython.final
 cdef class StackPass:
     """Stack distances of every looked-up block of a trace, accumulated as histograms.
 
     ``StackPass(deepest_first=True, weighted=False)`` (``min_times``: the smallest clock, for
-    tests that renumber often); :meth:`feed` serves one batch of whole
+    tests that renumber often; ``direct_ok=False``: every id in the hash map, whose size follows
+    the ids tracked, for a sampled stack that forgets ids); :meth:`feed` serves one batch of whole
     requests (file order), :meth:`histograms` returns what was counted.  ``weighted`` also sums
     each block's cost (the cost model's exact double) per distance.
     """
 
-    cdef readonly bint deepest_first, weighted
-    # id -> last time + 1 (0: never seen); small ids directly, others in ``big``
-    cdef uint32_t* direct
-    cdef int64_t direct_n
-    cdef IdMap big
-    cdef bint big_on
-    # the clock: times [0, n_times), cleared bitmap and its Fenwick tree over words
-    cdef uint64_t* cleared
-    cdef uint32_t* fen
-    cdef int64_t n_times, n_words
-    cdef readonly int64_t now, n_cleared, n_distinct
-    # holes: a binary max-heap of their times
-    cdef int64_t* holes
-    cdef readonly int64_t n_holes
-    cdef int64_t holes_cap
-    # histograms, index = distance (1 .. hist_cap - 1)
-    cdef int64_t* hist_block
-    cdef int64_t* hist_prefix
-    cdef double* cost_block
-    cdef double* cost_prefix
-    cdef int64_t hist_cap
-    cdef readonly int64_t inf_block, inf_prefix
-    cdef readonly double inf_cost_block, inf_cost_prefix
-    # totals
-    cdef readonly int64_t n_req, n_blocks, n_accesses, exact_from, exact_from_req
-    cdef readonly double total_cost
-    cdef readonly int64_t n_compactions, top
-    cdef readonly bint cumulated
-    # per-request scratch: distances of the looked-up blocks
-    cdef int64_t* dist
-    cdef int64_t dist_cap
-    # pending Fenwick update (consecutive clears in one word)
-    cdef int64_t pend_w, pend_n
-    # NOTE: a test sets a small clock to renumber often
-    cdef int64_t min_times
-
     def __cinit__(self, bint deepest_first=True, bint weighted=False,
-                  int64_t min_times=MIN_TIMES):
+                  int64_t min_times=MIN_TIMES, bint direct_ok=True):
         self.deepest_first = deepest_first
         self.weighted = weighted
+        self.direct_ok = direct_ok
+        self.counting = True
         self.exact_from_req = -1
         self.pend_w = -1
         self.min_times = max(64, min_times)
         self._grow_times(self.min_times)
         self._grow_hist(1024)
-        self._grow_direct(1024)
+        if direct_ok:
+            self._grow_direct(1024)
         self.dist_cap = 0
 
     def __dealloc__(self):
@@ -209,7 +180,7 @@ cdef class StackPass:
 
     # ---- the clock ----
 
-    cdef inline int64_t _last(self, int64_t b) noexcept nogil:
+    cdef int64_t _last(self, int64_t b) noexcept nogil:
         """Last time of block ``b``, -1 if never seen."""
         cdef int32_t v
         if 0 < b < self.direct_n:
@@ -219,7 +190,29 @@ cdef class StackPass:
         v = idmap_get(&self.big, b)
         return -1 if v <= 0 else <int64_t>v - 1
 
-    cdef inline void _flush(self) noexcept nogil:
+    cdef void _set_last(self, int64_t b, int64_t t) noexcept nogil:
+        """Block ``b``'s last time is ``t`` now (room reserved)."""
+        if b < self.direct_n:
+            self.direct[b] = <uint32_t>(t + 1)
+        else:
+            idmap_put(&self.big, b, <int32_t>(t + 1))
+
+    cdef bint _forget(self, int64_t b) noexcept nogil:
+        """Take block ``b`` out of the stack (the entries below it move up one); False if it is
+        not in it.  A sampled stack drops an id that is no longer sampled this way."""
+        cdef int64_t t = self._last(b)
+        if t < 0:
+            return False
+        if b < self.direct_n:
+            self.direct[b] = 0
+        else:
+            idmap_take(&self.big, b)
+        self._clear(t)
+        self._flush()
+        self.n_distinct -= 1
+        return True
+
+    cdef void _flush(self) noexcept nogil:
         cdef int64_t i = self.pend_w + 1, d = self.pend_n
         cdef int64_t nw = self.n_words
         if self.pend_w < 0:
@@ -230,7 +223,7 @@ cdef class StackPass:
         self.pend_w = -1
         self.pend_n = 0
 
-    cdef inline void _clear(self, int64_t t) noexcept nogil:
+    cdef void _clear(self, int64_t t) noexcept nogil:
         """Time ``t`` no longer holds a stack entry."""
         cdef int64_t w = t >> 6
         self.cleared[w] |= (<uint64_t>1) << (t & 63)
@@ -240,7 +233,7 @@ cdef class StackPass:
             self.pend_w = w
         self.pend_n += 1
 
-    cdef inline int64_t _cleared_before(self, int64_t t) noexcept nogil:
+    cdef int64_t _cleared_before(self, int64_t t) noexcept nogil:
         """Cleared times in ``[0, t)`` (the tree must be flushed)."""
         cdef int64_t w = t >> 6
         cdef int64_t s = popcount64(self.cleared[w] & (((<uint64_t>1) << (t & 63)) - 1))
@@ -250,7 +243,7 @@ cdef class StackPass:
             i &= i - 1
         return s
 
-    cdef inline int64_t _cleared_in(self, int64_t lo, int64_t hi) noexcept nogil:
+    cdef int64_t _cleared_in(self, int64_t lo, int64_t hi) noexcept nogil:
         """Cleared times in ``[lo, hi)`` by the bitmap alone (short ranges)."""
         cdef int64_t wl = lo >> 6, wh = hi >> 6, s, w
         cdef uint64_t lo_mask = ~(((<uint64_t>1) << (lo & 63)) - 1)
@@ -278,7 +271,7 @@ cdef class StackPass:
         self.holes_cap = n
         return 0
 
-    cdef inline void _hole_push(self, int64_t t) noexcept nogil:
+    cdef void _hole_push(self, int64_t t) noexcept nogil:
         """Add a hole at time ``t`` (room reserved by :meth:`_holes_reserve`)."""
         cdef int64_t* h = self.holes
         cdef int64_t i = self.n_holes, p
@@ -359,6 +352,34 @@ cdef class StackPass:
 
     # ---- one batch ----
 
+    cdef int _reserve(self, int64_t entries, int64_t anonymous, int64_t hi_id,
+                      int64_t max_len) except -1:
+        """Room for ``entries`` accesses of ids up to ``hi_id`` and ``anonymous`` slots, and a
+        request of ``max_len`` blocks: ids, times (each access and slot takes one), distances
+        (the stack grows by at most as much), holes, the scratch."""
+        cdef int64_t n_live
+        # NOTE: once an id went to the hash map the direct range stays put (an id is in one
+        # place only); dense ids never get there (the largest is about the distinct count)
+        if (self.direct_ok and hi_id >= self.direct_n and not self.big_on
+                and hi_id < max(<int64_t>DIRECT_FLOOR, DIRECT_SLACK * (self.n_distinct + entries))):
+            self._grow_direct(hi_id + 1)
+        if hi_id >= self.direct_n:
+            self._big_reserve(entries)
+        if self.now + entries + anonymous > self.n_times:
+            self._compact(entries + anonymous)
+        if self.counting and not self.cumulated:
+            n_live = self.now - self.n_cleared
+            self._grow_hist(n_live + entries + anonymous + 2)
+        self._holes_reserve(self.n_holes + anonymous)
+        if max_len > self.dist_cap:
+            free(self.dist)
+            self.dist = <int64_t*>malloc(max_len * sizeof(int64_t))
+            if self.dist == NULL:
+                self.dist_cap = 0
+                raise MemoryError("cannot allocate the distance scratch")
+            self.dist_cap = max_len
+        return 0
+
     def feed(self, const int64_t[::1] offsets, const int64_t[::1] ids, object n_match,
              object n_anonymous, const double[::1] costs, int64_t first_request=0) -> None:
         """Serve ``len(offsets) - 1`` whole requests: request ``i`` is ``ids[offsets[i]:
@@ -369,7 +390,7 @@ cdef class StackPass:
         Everything the batch can need is reserved first (so a bad batch changes nothing); the
         requests are then served without the GIL, so a reader thread decodes meanwhile."""
         cdef int64_t n = offsets.shape[0] - 1, r, i, B, M, A, lo, max_b = 0, hi_id = 0
-        cdef int64_t n_anon = 0, first, last, n_live
+        cdef int64_t n_anon = 0, first, last
         cdef const int64_t[::1] nm
         cdef const int64_t[::1] na
         cdef const double* cp = NULL
@@ -396,40 +417,18 @@ cdef class StackPass:
             max_b = max(max_b, offsets[r + 1] - offsets[r])
             if has_a and na[r] > 0:
                 n_anon += na[r]
-        for i in range(first, last):
-            if ids[i] < 1:
-                for r in range(n):
-                    if offsets[r + 1] > i:
-                        break
-                raise ValueError(f"request {first_request + r}: block id {ids[i]} (ids start "
-                                 f"at 1)")
-            if ids[i] > hi_id:
-                hi_id = ids[i]
+        hi_id = _check_ids(&ids[0] if ids.shape[0] else NULL, first, last)
+        if hi_id < 0:
+            for r in range(n):
+                if offsets[r + 1] > -hi_id - 1:
+                    break
+            raise ValueError(f"request {first_request + r}: block id {ids[-hi_id - 1]} (ids "
+                             f"start at 1)")
         if self.weighted and costs.shape[0] < max_b:
             raise ValueError(f"costs cover {costs.shape[0]} positions; a request has {max_b}")
         if costs.shape[0]:
             cp = &costs[0]
-        # room for the whole batch: ids, times (every access and anonymous slot takes one),
-        # distances (the stack grows by at most as much), holes, the scratch
-        # NOTE: once an id went to the hash map the direct range stays put (an id is in one
-        # place only); dense ids never get there (the largest is about the distinct count)
-        if (hi_id >= self.direct_n and not self.big_on
-                and hi_id < max(<int64_t>DIRECT_FLOOR, DIRECT_SLACK * (self.n_distinct + last - first))):
-            self._grow_direct(hi_id + 1)
-        if hi_id >= self.direct_n:
-            self._big_reserve(last - first)
-        if self.now + (last - first) + n_anon > self.n_times:
-            self._compact((last - first) + n_anon)
-        n_live = self.now - self.n_cleared
-        self._grow_hist(n_live + (last - first) + n_anon + 2)
-        self._holes_reserve(self.n_holes + n_anon)
-        if max_b > self.dist_cap:
-            free(self.dist)
-            self.dist = <int64_t*>malloc(max_b * sizeof(int64_t))
-            if self.dist == NULL:
-                self.dist_cap = 0
-                raise MemoryError("cannot allocate the distance scratch")
-            self.dist_cap = max_b
+        self._reserve(last - first, n_anon, hi_id, max_b)
         with nogil:
             for r in range(n):
                 lo = offsets[r]
@@ -438,17 +437,14 @@ cdef class StackPass:
                 A = 0 if not has_a else max(0, na[r])
                 self._request(&ids[lo], B, M, A, cp, first_request + r)
 
-    cdef void _request(self, const int64_t* ids, int64_t B, int64_t M, int64_t A,
-                       const double* costs, int64_t req_index) noexcept nogil:
-        """One request; the room it needs was reserved by :meth:`feed`."""
-        cdef int64_t i, j, b, t, d, pm = 0, need, dups = 0, t0, tr = -1, dr = 0, sigma
-        cdef bint cold, weighted = self.weighted
-        cdef double c = 0.0
-        # 1. match: every looked-up block against the stack before the request
+    cdef void _match(self, const int64_t* ids, int64_t M) noexcept nogil:
+        """``dist[i]``: the distance of block ``ids[i]`` (``i < M``) in the stack as it is, 0 if
+        it was never seen."""
+        cdef int64_t i, t, d, tr = -1, dr = 0
         for i in range(M):
             t = self._last(ids[i])
             if t < 0:
-                d = 0                       # never seen: no capacity hits it
+                d = 0
             elif tr >= 0 and t < tr and tr - t <= NEAR_TIMES:
                 d = dr + (tr - t) - self._cleared_in(t, tr)
             elif tr >= 0 and t > tr and t - tr <= NEAR_TIMES:
@@ -459,6 +455,12 @@ cdef class StackPass:
                 tr = t
                 dr = d
             self.dist[i] = d
+
+    cdef void _count(self, int64_t M, const double* costs) noexcept nogil:
+        """Add ``dist[0:M]`` to the histograms (the prefix ones at the running maximum)."""
+        cdef int64_t i, d, pm = 0
+        cdef bint weighted = self.weighted
+        cdef double c = 0.0
         for i in range(M):
             d = self.dist[i]
             if weighted:
@@ -484,11 +486,15 @@ cdef class StackPass:
                 if weighted:
                     self.cost_prefix[pm] += c
         self.n_blocks += M
-        self.n_req += 1
-        # 2. access in the replay order; a hole above the block's old entry drops into it
-        t0 = self.now
+
+    cdef int64_t _access(self, const int64_t* ids, int64_t B, bint deepest_first) noexcept nogil:
+        """Move the blocks to the top in order (deepest first: ``ids[B-1]`` first); a hole above
+        a block's old entry drops into it.  Returns how many were already moved by this call
+        (repeated ids)."""
+        cdef int64_t i, j, b, t, t0 = self.now, dups = 0, sigma
+        cdef bint cold
         for j in range(B):
-            i = B - 1 - j if self.deepest_first else j
+            i = B - 1 - j if deepest_first else j
             b = ids[i]
             t = self._last(b)
             cold = t < 0
@@ -503,13 +509,16 @@ cdef class StackPass:
                 self._clear(t)
             if cold:
                 self.n_distinct += 1
-            if b < self.direct_n:
-                self.direct[b] = <uint32_t>(self.now + 1)
-            else:
-                idmap_put(&self.big, b, <int32_t>(self.now + 1))
+            self._set_last(b, self.now)
             self.now += 1
-        # 3. anonymous slots: phantoms on top, each taking the shallowest hole (a free slot);
-        # then, the request over, each is a hole where it stands
+        self._flush()
+        self.n_accesses += B
+        return dups
+
+    cdef void _anonymous(self, int64_t A) noexcept nogil:
+        """``A`` anonymous slots: phantoms on top, each taking the shallowest hole (a free slot);
+        then, their request over, each a hole where it stands."""
+        cdef int64_t j
         for j in range(A):
             if self.n_holes:
                 self._clear(self._hole_pop())
@@ -517,8 +526,17 @@ cdef class StackPass:
             self._hole_push(self.now)
             self.now += 1
         self._flush()
-        self.n_accesses += B
-        need = B - dups + A
+
+    cdef void _request(self, const int64_t* ids, int64_t B, int64_t M, int64_t A,
+                       const double* costs, int64_t req_index) noexcept nogil:
+        """One request as the serve loop serves it (match, access, anonymous slots); the room
+        it needs was reserved."""
+        cdef int64_t need
+        self._match(ids, M)
+        self._count(M, costs)
+        self.n_req += 1
+        need = B - self._access(ids, B, self.deepest_first) + A
+        self._anonymous(A)
         if need > self.exact_from:
             self.exact_from = need
             self.exact_from_req = req_index
@@ -564,6 +582,17 @@ cdef class StackPass:
             out["cost_block"] = np.asarray(<double[:n]>self.cost_block)
             out["cost_prefix"] = np.asarray(<double[:n]>self.cost_prefix)
         return out
+
+
+cdef int64_t _check_ids(const int64_t* ids, int64_t lo, int64_t hi) noexcept nogil:
+    """The largest of ``ids[lo:hi]`` (0 if none), or ``-(i + 1)`` for the first ``ids[i] < 1``."""
+    cdef int64_t i, m = 0
+    for i in range(lo, hi):
+        if ids[i] < 1:
+            return -(i + 1)
+        if ids[i] > m:
+            m = ids[i]
+    return m
 
 
 cdef inline int64_t _before(const uint64_t* cleared, const uint32_t* pre, int64_t t) noexcept nogil:
