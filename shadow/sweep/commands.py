@@ -114,12 +114,16 @@ def _check_policies_and_costs(algos: list[tuple[str, str]], cost_models: list[st
 @category_option()
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar over cells on stderr  [default: when stderr is a terminal]")
+@click.option("--mrc", is_flag=True,
+              help="Take the lru and vllm cells (serial, no tier, default parameters) from one "
+                   "exact miss-ratio curve per trace and cost model (docs/mrc.md) instead of a "
+                   "simulation each; DIR/curves/ keeps the curves, which plot draws.")
 def sweep(traces_args: tuple[str, ...], traces: tuple[str, ...], algos: tuple[str, ...],
           algo_params: tuple[str, ...], cache_sizes: str, cost_models: tuple[str, ...], out_dir: str,
           executor: str, jobs: int | None, address: str | None, no_pin: bool, replay_order: str,
           timings: tuple[str, ...], service: str | None, tiers: tuple[str, ...],
           tier_bytes: int | None, kv_config: str | None, block_id: str, allow_truncated: bool,
-          category: str, progress: bool | None) -> None:
+          category: str, progress: bool | None, mrc: bool) -> None:
     """Simulate every (trace, policy, capacity, cost model) cell, in parallel, resumably.
 
     Each cell streams its trace once through one simulated cache (constant memory) and is stored as
@@ -163,7 +167,7 @@ def sweep(traces_args: tuple[str, ...], traces: tuple[str, ...], algos: tuple[st
                        block_id=block_id, allow_truncated=allow_truncated, timings=cell_timings,
                        tiers=cell_tiers, kv_bytes=kv_bytes, category=category)
     ex = make_executor(executor, jobs=jobs, address=address)
-    report = run_sweep(cells, out_dir, ex, progress=progress)
+    report = run_sweep(cells, out_dir, ex, progress=progress, curves=mrc)
     click.echo(f"{report.summary()}; wrote {report.csv_path}")
     if report.failed:
         raise ShadowError(f"{len(report.failed)} of {report.n_cells} cells failed (listed above); "

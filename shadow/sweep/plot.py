@@ -12,6 +12,11 @@ Each figure has four panels against capacity (log x axis, in blocks; also in GiB
 Oracles (policies that read the trace's next-access times) are drawn dashed.  matplotlib (Agg) is
 imported only when plotting.
 
+A sweep run with ``--mrc`` keeps its exact lru curves under ``DIR/curves/``
+(:mod:`shadow.sweep.curves`): each is drawn over the points of its group as a thin black step line
+on the first three panels, at every size where it changes (lru's in the group's replay order;
+vllm's, deepest-first, too when the group has vllm points in prefix order).
+
 Rows of cells with an offload tier (``shadow sweep --tier``) are drawn apart: one PNG per (trace,
 cost model, options, policy, tier medium and policy), a family of curves, one per GPU cache size,
 of GPU + tier hit ratio and compute-saving ratio against the tier's capacity (GiB when the rows
@@ -111,6 +116,8 @@ def plot_sweep(csv_path: str | os.PathLike, out_dir: str | os.PathLike, *,
     Every row is checked before anything is drawn (:func:`check_row`): a damaged CSV raises a
     :class:`ShadowError` naming its line, and no PNG is written.
     """
+    from shadow.sweep.curves import read_curves
+
     numbered = read_csv_lines(csv_path)
     if not numbered:
         raise ShadowError(f"{csv_path}: no results to plot (no completed cells)")
@@ -118,6 +125,8 @@ def plot_sweep(csv_path: str | os.PathLike, out_dir: str | os.PathLike, *,
         bad = check_row(row)
         if bad:
             raise ShadowError(f"{csv_path}:{line}: {bad}")
+    curves = {(i.trace_path, i.cost_model, i.block_id, i.order): pts
+              for i, pts in read_curves(Path(csv_path).parent)}
     rows = [row for _, row in numbered if not row.get("tier")]
     tier_rows = [row for _, row in numbered if row.get("tier")]
     groups: dict[tuple[str, ...], list[dict[str, str]]] = defaultdict(list)
@@ -136,7 +145,8 @@ def plot_sweep(csv_path: str | os.PathLike, out_dir: str | os.PathLike, *,
     paths = []
     for key in sorted(groups):
         title, name = _group_title(key)
-        paths.append(_plot_group(groups[key], out / name, title, bytes_per_block, dpi))
+        paths.append(_plot_group(groups[key], out / name, title, bytes_per_block, dpi,
+                                 _curves_of(groups[key], key, curves)))
     tier_groups: dict[tuple[str, ...], list[dict[str, str]]] = defaultdict(list)
     for row in tier_rows:
         medium, _, rest = row["tier"].partition(":")
@@ -155,6 +165,41 @@ def plot_sweep(csv_path: str | os.PathLike, out_dir: str | os.PathLike, *,
         name = name[:-len(".png")] + f"__{_slug(key[7])}__tier-{_slug(key[8])}.png"
         paths.append(_plot_tier_group(tier_groups[key], out / name, title, dpi))
     return paths
+
+
+def _curves_of(rows: list[dict[str, str]], key: tuple[str, ...],
+               curves: dict[tuple, list]) -> list[tuple[str, list]]:
+    """The stored curves to draw over a group's points: (label, points)."""
+    _trace, cost_model, _pin, replay_order, block_id, timing, _category = key
+    if timing != "serial":
+        return []
+    out = []
+    for path in sorted({r.get("trace_path", "") for r in rows}):
+        pts = curves.get((path, cost_model, block_id, replay_order))
+        if pts and any(r["algo"] == "lru" for r in rows):
+            out.append(("lru, exact curve", pts))
+        if replay_order != "deepest-first" and any(r["algo"] == "vllm" for r in rows):
+            pts = curves.get((path, cost_model, block_id, "deepest-first"))
+            if pts:
+                out.append(("vllm, exact curve", pts))
+        if replay_order == "deepest-first" and pts and not any(r["algo"] == "lru" for r in rows):
+            out.append(("vllm, exact curve", pts))
+    return out
+
+
+def _draw_curve(ax, points: list, get, label: str, lo: float, hi: float, style: str) -> None:
+    """A stored curve on ``ax`` as a step line over [lo, hi] (its value holds until the next
+    point where it changes)."""
+    xs = [x for x, _ in points]
+    ys = [get(r) for _, r in points]
+    keep = [i for i, x in enumerate(xs) if lo <= x <= hi]
+    if not keep:
+        return
+    i0 = keep[0] - 1 if keep[0] > 0 else keep[0]
+    px = [max(lo, xs[i0])] + [xs[i] for i in keep] + [hi]
+    py = [ys[i0]] + [ys[i] for i in keep] + [ys[keep[-1]]]
+    ax.step(px, py, where="post", color="black", linestyle=style, linewidth=0.8, alpha=0.8,
+            label=label)
 
 
 def _save(fig, path: Path, dpi: int) -> Path:
@@ -224,7 +269,7 @@ def _series(rows: Iterable[dict[str, str]]) -> dict[str, list[dict[str, str]]]:
 
 
 def _plot_group(rows: list[dict[str, str]], path: Path, title: str, bytes_per_block: int | None,
-                dpi: int) -> Path:
+                dpi: int, curves: list[tuple[str, list]] = ()) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -233,6 +278,10 @@ def _plot_group(rows: list[dict[str, str]], path: Path, title: str, bytes_per_bl
 
     series = _series(rows)
     hole_field = next((f for f in HOLE_FIELDS if any(r.get(f, "") != "" for r in rows)), None)
+    curve_gets = [lambda p: p["block_hit_ratio"], lambda p: p["compute_saving_ratio"],
+                  lambda p: p["block_hit_ratio"] - p["prefix_hit_ratio"]]
+    sizes = [int(r["cache_size"]) for r in rows]
+    lo, hi = min(sizes) / 1.5, max(sizes) * 1.5
     panels = [
         ("block hit ratio", lambda r: _float(r, "block_hit_ratio")),
         ("compute-saving ratio", lambda r: _float(r, "compute_saving_ratio")),
@@ -244,8 +293,11 @@ def _plot_group(rows: list[dict[str, str]], path: Path, title: str, bytes_per_bl
     ]
     cmap = plt.get_cmap("tab20" if len(series) > 10 else "tab10")
     fig, axes = plt.subplots(2, 2, figsize=(13, 9), constrained_layout=True)
-    for ax, (ylabel, get) in zip(axes.flat, panels):
+    for k, (ax, (ylabel, get)) in enumerate(zip(axes.flat, panels)):
         drawn = 0
+        for j, (label, pts) in enumerate(curves if k < len(curve_gets) else ()):
+            _draw_curve(ax, pts, curve_gets[k], label, lo, hi, "-" if j == 0 else ":")
+            drawn += 1
         for i, (label, pts) in enumerate(series.items()):
             xy = [(int(r["cache_size"]), get(r)) for r in pts]
             xy = [(x, y) for x, y in xy if y is not None]

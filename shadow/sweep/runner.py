@@ -36,6 +36,7 @@ class SweepReport:
     n_cells: int
     n_skipped: int
     n_run: int = 0
+    n_curve: int = 0       # cells taken from a one-pass curve (``--mrc``)
     failed: list[Outcome] = field(default_factory=list)
     csv_path: Path | None = None
 
@@ -45,13 +46,17 @@ class SweepReport:
 
     def summary(self) -> str:
         cells = "cell" if self.n_cells == 1 else "cells"
-        return (f"{self.n_cells} {cells}: {self.n_skipped} already done, {self.n_run} run, "
+        curve = f"{self.n_curve} from curves, " if self.n_curve else ""
+        return (f"{self.n_cells} {cells}: {self.n_skipped} already done, {curve}{self.n_run} run, "
                 f"{len(self.failed)} failed")
 
 
 def run_sweep(cells: Sequence[Cell], out_dir: str | Path, executor: Executor, fn: CellFn | None = None,
-              *, progress: bool | None = None, echo=None) -> SweepReport:
+              *, progress: bool | None = None, echo=None, curves: bool = False) -> SweepReport:
     """Run the cells of ``cells`` that ``out_dir`` does not hold yet; rebuild ``out_dir/results.csv``.
+
+    ``curves``: first take the lru and vllm cells a one-pass curve answers from it, one pass per
+    trace and setting in this process (:mod:`shadow.sweep.curves`); the executor runs the rest.
 
     ``fn`` is the cell function (default :func:`shadow.sweep.cell.run_cell`).  ``progress``: draw a
     progress bar over cells on stderr (default: when stderr is a terminal).  ``echo(line)`` reports
@@ -68,6 +73,16 @@ def run_sweep(cells: Sequence[Cell], out_dir: str | Path, executor: Executor, fn
     store.prepare()
     todo = [c for c in cells if not store.is_done(c)]
     report = SweepReport(n_cells=len(cells), n_skipped=len(cells) - len(todo))
+    if curves:
+        from shadow.sweep.curves import take_from_curves
+
+        try:
+            rest = take_from_curves(todo, store)
+        except BaseException:
+            _rebuild_csv(store)
+            raise
+        report.n_curve = len(todo) - len(rest)
+        todo = rest
     logger.info("sweep: %d cells, %d already in %s, %d to run", len(cells), report.n_skipped,
                 out_dir, len(todo))
     if progress is None:
@@ -92,12 +107,17 @@ def run_sweep(cells: Sequence[Cell], out_dir: str | Path, executor: Executor, fn
                     bar.update(1)
     except BaseException:
         # NOTE: also on Ctrl-C: the CSV then shows every cell that completed so far.
-        try:
-            report.csv_path = store.write_csv()
-        except Exception as exc:
-            # NOTE: the reason the sweep stops is the one line the user sees (a full disk
-            # fails this too)
-            logger.debug("results.csv not rebuilt: %s", exc)
+        report.csv_path = _rebuild_csv(store)
         raise
     report.csv_path = store.write_csv()
     return report
+
+
+def _rebuild_csv(store: SweepDir) -> Path | None:
+    """Rebuild the CSV on the way out of a sweep that stops; a failure is not raised over the
+    reason it stops (a full disk fails this too: the user sees that reason, in one line)."""
+    try:
+        return store.write_csv()
+    except Exception as exc:
+        logger.debug("results.csv not rebuilt: %s", exc)
+        return None
