@@ -121,7 +121,7 @@ def requests_of(path: Path) -> list[np.ndarray]:
 
 def sampled_errors(path: Path, seeds: int = 5) -> list[dict]:
     """One row per setting: errors of the sampled curve against the exact one (module doc)."""
-    from shadow.sim.cost import parse_cost_model
+    from shadow.sim.cost.models import parse_cost_model
     from shadow.sim.mrc.offline import curve_of_trace
     from shadow.sim.mrc.shards import SampledCurve
     from shadow.trace import open_trace

@@ -87,8 +87,8 @@ def result_line(cell: Cell, curve) -> str:
 
 def take_from_curves(cells: Sequence[Cell], store: SweepDir) -> list[Cell]:
     """Store every cell of ``cells`` a curve answers (one pass per group); the others, in order."""
-    from shadow.sim.cost import parse_cost_model
-    from shadow.sim.drive import sim_decode_threads
+    from shadow.sim.cost.models import parse_cost_model
+    from shadow.sim.core.drive import sim_decode_threads
     from shadow.sim.mrc.curve import CSV_COLUMNS
     from shadow.sim.mrc.offline import curve_of_trace
     from shadow.trace import open_trace
