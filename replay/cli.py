@@ -124,13 +124,28 @@ def cli(ctx: click.Context, trace: str | None, endpoint: str | None, launch_args
         raise ShadowError(f"{trace}: no such trace file")
     if recording is not None and not validate:
         raise click.UsageError("--recording is for --validate (or `replay report --recording`)")
+    if recording is not None and not Path(recording).exists():
+        raise ShadowError(f"--recording {recording}: no such file or directory")
+    if validate:
+        from shadow.sim.cost import parse_cost_model
+
+        parse_cost_model(cost_model)
+    # NOTE: the trace and the options are checked before any server is launched or contacted
+    workload = _load(trace, tokens_per_block=tokens_per_block, trace_block_size=trace_block_size,
+                     max_output_tokens=max_output_tokens, max_requests=max_requests,
+                     skip_requests=skip_requests, allow_truncated=allow_truncated,
+                     block_id=block_id)
+    if engine_block_size is not None:
+        from replay.workload import check_tokens_per_block
+
+        check_tokens_per_block(workload[1], engine_block_size)
     out_dir = Path(output)
-    opts = dict(trace=trace, model=model, out_dir=out_dir, tokens_per_block=tokens_per_block,
-                trace_block_size=trace_block_size, max_output_tokens=max_output_tokens,
-                max_requests=max_requests, skip_requests=skip_requests, timing=timing,
-                request_timeout=request_timeout, vocab_size=vocab_size, seed=seed,
-                cache_salt=cache_salt, progress=not no_progress, engine_block_size=engine_block_size,
-                num_gpu_blocks=num_gpu_blocks, allow_truncated=allow_truncated, block_id=block_id)
+    opts = dict(trace=trace, workload=workload, model=model, out_dir=out_dir, timing=timing,
+                max_output_tokens=max_output_tokens, max_requests=max_requests,
+                skip_requests=skip_requests, request_timeout=request_timeout,
+                vocab_size=vocab_size, seed=seed, cache_salt=cache_salt,
+                progress=not no_progress, engine_block_size=engine_block_size,
+                num_gpu_blocks=num_gpu_blocks)
     if launch_args:
         from replay.server import launch
 
@@ -165,12 +180,22 @@ def _vocab(info, vocab_size: int | None):
     return vocab_from_model_dir(d)
 
 
-def _run(*, endpoint: str, launched: str | None, trace: str, model: str | None, out_dir: Path,
-         tokens_per_block: int | None, trace_block_size: int | None, max_output_tokens: int | None,
-         max_requests: int | None, skip_requests: int, timing, request_timeout: float,
-         vocab_size: int | None, seed: int, cache_salt: str | None, progress: bool,
-         engine_block_size: int | None, num_gpu_blocks: int | None, allow_truncated: bool,
-         block_id: str) -> bool:
+def _load(trace: str, **kwargs) -> tuple:
+    """(trace block size, tokens per block, request specs) of the slice of ``trace`` to send;
+    a damaged trace or an empty slice is a ShadowError."""
+    from replay.workload import load_requests
+
+    tbs, tpb, specs = load_requests(trace, **kwargs)
+    if not specs:
+        raise ShadowError(f"{trace}: no requests to send (check --skip-requests/--max-requests)")
+    return tbs, tpb, specs
+
+
+def _run(*, endpoint: str, launched: str | None, trace: str, workload: tuple, model: str | None,
+         out_dir: Path, max_output_tokens: int | None, max_requests: int | None,
+         skip_requests: int, timing, request_timeout: float, vocab_size: int | None, seed: int,
+         cache_salt: str | None, progress: bool, engine_block_size: int | None,
+         num_gpu_blocks: int | None) -> bool:
     from dataclasses import asdict
 
     from replay.client import ClientConfig, Progress, run_requests
@@ -178,8 +203,9 @@ def _run(*, endpoint: str, launched: str | None, trace: str, model: str | None, 
     from replay.server import server_info
     from replay.timing import send_times
     from replay.tokens import TokenSynth
-    from replay.workload import check_tokens_per_block, load_requests
+    from replay.workload import check_tokens_per_block
 
+    tbs, tpb, specs = workload
     info = server_info(endpoint, model)
     bs = engine_block_size or info.block_size
     nb = num_gpu_blocks or info.num_gpu_blocks
@@ -187,14 +213,7 @@ def _run(*, endpoint: str, launched: str | None, trace: str, model: str | None, 
         click.echo("warning: the server runs with prefix caching off: every cached count will be 0",
                    err=True)
     vocab = _vocab(info, vocab_size)
-    tbs, tpb, specs = load_requests(trace, tokens_per_block=tokens_per_block,
-                                    trace_block_size=trace_block_size,
-                                    max_output_tokens=max_output_tokens, max_requests=max_requests,
-                                    skip_requests=skip_requests, allow_truncated=allow_truncated,
-                                    block_id=block_id)
     check_tokens_per_block(tpb, bs)
-    if not specs:
-        raise ShadowError(f"{trace}: no requests to send (check --skip-requests/--max-requests)")
     if info.max_model_len:
         too_long = sum(1 for s in specs if s.prompt_tokens + s.max_tokens > info.max_model_len)
         if too_long:

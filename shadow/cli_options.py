@@ -26,12 +26,21 @@ def parse_size(text: str, *, what: str = "cache size") -> int:
     return value
 
 
+def split_size_list(text: str, *, what: str = "cache size") -> list[str]:
+    """The items of a comma list of sizes; an empty list or an empty item (``1k,,2k``, a
+    trailing comma) is refused, never dropped."""
+    parts = text.split(",")
+    if not any(p.strip() for p in parts):
+        raise ShadowError(f"empty {what} list")
+    for i, p in enumerate(parts, 1):
+        if not p.strip():
+            raise ShadowError(f"bad {what} list {text!r}: item {i} is empty")
+    return parts
+
+
 def parse_size_list(text: str, *, what: str = "cache size") -> list[int]:
     """Parse a comma list of sizes: ``8k,32k,128k``."""
-    parts = [p for p in text.split(",") if p.strip()]
-    if not parts:
-        raise ShadowError(f"empty {what} list")
-    return [parse_size(p, what=what) for p in parts]
+    return [parse_size(p, what=what) for p in split_size_list(text, what=what)]
 
 
 def parse_name_list(text: str) -> list[str]:

@@ -346,6 +346,12 @@ def parse_extra_config(extra: dict[str, Any] | None, *, block_size: int, engine_
         record_dir = os.path.abspath(os.path.expanduser(record_dir))
         if os.path.exists(record_dir) and not os.path.isdir(record_dir):
             raise _err("record_dir", f"{record_dir} exists and is not a directory")
+        above = os.path.dirname(record_dir)
+        while not os.path.exists(above) and os.path.dirname(above) != above:
+            above = os.path.dirname(above)
+        if not os.path.isdir(above):
+            # NOTE: the recorder makes the missing directories later; below a file it cannot
+            raise _err("record_dir", f"{record_dir} is below {above}, which is not a directory")
 
     metrics_port = extra.get("metrics_port")
     if metrics_port is not None:

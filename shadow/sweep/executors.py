@@ -223,16 +223,19 @@ class RayExecutor:
     """
 
     def __init__(self, address: str | None = None, *, num_cpus_per_cell: float = 1.0) -> None:
+        # NOTE: imported here, before the sweep directory is made, so a missing Ray leaves nothing
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise ShadowError("--executor ray needs Ray: pip install 'shadow-kv[ray]'") from None
         self.address = address
         self.num_cpus_per_cell = num_cpus_per_cell
 
     def run(self, fn: CellFn, cells: Sequence[Cell]) -> Iterator[Outcome]:
         if not cells:
             return
-        try:
-            import ray
-        except ImportError:
-            raise ShadowError("--executor ray needs Ray: pip install 'shadow-kv[ray]'") from None
+        import ray
+
         started = False
         if not ray.is_initialized():
             try:

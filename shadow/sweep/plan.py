@@ -22,7 +22,7 @@ import re
 from dataclasses import asdict, dataclass, fields
 from typing import Iterable
 
-from shadow.cli_options import parse_size
+from shadow.cli_options import parse_size, split_size_list
 from shadow.sim.category import DEFAULT_CATEGORY
 from shadow.sim.registry import MAX_CAPACITY
 from shadow.errors import ShadowError
@@ -41,11 +41,12 @@ def parse_capacities(text: str) -> list[int]:
     1024) or ranges ``START:STOP:logN`` (N points spaced evenly in log space, both ends included)
     and ``START:STOP:linN`` (N points spaced evenly).  Range points are rounded to the nearest
     integer; points that round to the same integer are kept once.  ``1k:256k:log8`` gives
-    ``1024, 2261, 4993, 11026, 24347, 53761, 118715, 262144``.
+    ``1024, 2261, 4993, 11026, 24347, 53761, 118715, 262144``.  An empty item and a one-point
+    range between two different sizes are refused.
     """
-    items = [p for p in text.split(",") if p.strip()]
-    if not items:
+    if not text.strip():
         raise ShadowError(f"bad --cache-sizes {text!r}: empty")
+    items = split_size_list(text)
     out: set[int] = set()
     for item in items:
         m = _RANGE_RE.match(item)
@@ -67,6 +68,10 @@ def parse_capacities(text: str) -> list[int]:
         if hi < lo:
             raise ShadowError(f"bad cache-size range {item.strip()!r}: stop {hi} < start {lo}")
         if n == 1:
+            if hi != lo:
+                # NOTE: both ends are promised; one point cannot hold two different sizes
+                raise ShadowError(f"bad cache-size range {item.strip()!r}: 1 point cannot hold "
+                                  f"both ends {lo} and {hi} (2 or more points, or one size)")
             out.add(lo)
             continue
         for i in range(n):

@@ -90,11 +90,20 @@ def test_bad_values_name_the_key(extra, where, what):
     assert "\n" not in msg
 
 
-def test_record_dir_that_is_a_file(tmp_path):
+@pytest.mark.parametrize("below,words", [
+    ("", "afile exists and is not a directory"),
+    ("sub", "afile/sub is below {f}, which is not a directory"),
+    ("sub/deeper", "afile/sub/deeper is below {f}, which is not a directory"),
+])
+def test_record_dir_that_is_or_is_below_a_file(below, words, tmp_path):
     f = tmp_path / "afile"
     f.write_text("x")
-    with pytest.raises(ShadowError, match=r"record_dir: .*afile exists and is not a directory"):
-        parse({"record_dir": str(f)})
+    with pytest.raises(ShadowError) as ei:
+        parse({"record_dir": str(f / below) if below else str(f)})
+    msg = str(ei.value)
+    assert msg.startswith("kv_connector_extra_config.record_dir: ") and "\n" not in msg, msg
+    assert words.format(f=f) in msg, msg
+    assert [p.name for p in tmp_path.iterdir()] == ["afile"] and f.read_text() == "x"
 
 
 def test_engine_facts_are_checked():

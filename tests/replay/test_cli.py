@@ -207,3 +207,52 @@ def test_bad_option_values_are_refused_before_connecting(args, words, tmp_path):
     assert r.returncode == 2 and len(lines) == 1, r.stderr
     assert lines[0].startswith("replay: error: ") and words in lines[0], lines[0]
     assert not out.exists()
+
+
+def _damaged_lcp(d):
+    from tests.trace.bad_inputs import LCP_DAMAGE, damaged, make_base
+
+    path, _ = damaged(d, make_base(d), dict(LCP_DAMAGE)["type id past the table"], "t.lcp")
+    return path
+
+
+def _damaged_jsonl(d):
+    from tests.trace.bad_inputs import jsonl_file
+
+    return jsonl_file(d, b'{"timestamp": -5, "hash_ids": [1]}')
+
+
+#: (name, the trace from a directory, options, words): refused before any server is launched or
+#: contacted, so the line names the trace or the option, never the connection.
+BEFORE_THE_SERVER = [
+    ("damaged lcp", _damaged_lcp, [], "type id 9 beyond the header's 2 request types"),
+    ("damaged JSONL", _damaged_jsonl, [], "t.jsonl:2: timestamp -5 is negative"),
+    ("--skip-requests past the end", None, ["--skip-requests", "99999999"],
+     "no requests to send (check --skip-requests/--max-requests)"),
+    ("--tokens-per-block not a multiple of --engine-block-size", None,
+     ["--tokens-per-block", "48", "--engine-block-size", "32"],
+     "--tokens-per-block 48 is not a multiple of the engine's block size 32"),
+    ("--validate with a bad --cost-model", None, ["--validate", "--cost-model", "linear:1"],
+     "expected linear:A,B"),
+    ("--validate with a missing --recording", None,
+     ["--validate", "--recording", "/nonexistent/rec"],
+     "--recording /nonexistent/rec: no such file or directory"),
+]
+
+
+@pytest.mark.parametrize("server", ["--endpoint", "--launch"])
+@pytest.mark.parametrize("name,trace,args,words", BEFORE_THE_SERVER,
+                         ids=[c[0] for c in BEFORE_THE_SERVER])
+def test_the_trace_and_options_are_checked_before_the_server(name, trace, args, words, server,
+                                                             tmp_path):
+    path = trace(tmp_path) if trace else BUNDLED
+    out = tmp_path / "out"
+    # NOTE: a launch that replay refuses itself (--port), so that no server starts even if the
+    # order of the checks regresses
+    where = (f"http://127.0.0.1:{free_port()}" if server == "--endpoint"
+             else "--model /nonexistent --port 5")
+    r = _run("--trace", str(path), server, where, "-o", str(out), *args)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and len(lines) == 1, r.stderr
+    assert lines[0].startswith("replay: error: ") and words in lines[0], lines[0]
+    assert "Traceback" not in r.stderr and not out.exists()

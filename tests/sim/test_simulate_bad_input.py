@@ -44,6 +44,8 @@ CASES = [
      "policy cacheus: seed must be in 0..2**64-1, got -1"),
     (["-c", "8k", "-a", "lru", "-t", "/nonexistent.lcp.zst"], "/nonexistent.lcp.zst: no such file"),
     (["-c", "", "-a", "lru"], "-c/--cache-size is empty"),
+    (["-c", "1k,,2k", "-a", "lru"], "bad cache size list '1k,,2k': item 2 is empty"),
+    (["-c", "1k,2k,", "-a", "lru"], "bad cache size list '1k,2k,': item 3 is empty"),
     (["-c", "8k", "-a", " "], "-a/--algo is empty"),
     (["--bogus"], "No such option '--bogus' (see `shadow simulate --help`)"),
     (["-c", "8k", "stray"], "Got unexpected extra argument (stray) (see `shadow simulate --help`)"),
@@ -61,3 +63,23 @@ def test_simulate_refuses_bad_input_in_one_line(args, message, tmp_path):
     assert message in lines[0], lines[0]
     assert "Traceback" not in r.stderr
     assert not out.exists()
+
+
+#: (name, the bytes of FILE in ``--cost-model table:FILE``, words of the one line after FILE).
+COST_TABLES = [
+    ("binary", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xd8", ":1: not UTF-8 text (byte offset 0)"),
+    ("Latin-1 on line 3", b"1\n2\n3\xe9\n", ":3: not UTF-8 text (byte offset 5)"),
+    ("NUL bytes", b"\x00\x00\x00\n", ":1: '\\x00\\x00\\x00' is not a number"),
+    ("empty", b"", ": the cost table is empty"),
+    ("a gap", b"1\n\n2\n", ":2: empty line inside the cost table"),
+    ("negative", b"1\n-2\n", ":2: cost '-2' is negative"),
+    ("nan", b"nan\n", ":1: 'nan' is not a finite number"),
+]
+
+
+@pytest.mark.parametrize("name,data,words", COST_TABLES, ids=[c[0] for c in COST_TABLES])
+def test_a_bad_cost_table_is_named_with_its_line(name, data, words, tmp_path):
+    table = tmp_path / "costs.txt"
+    table.write_bytes(data)
+    test_simulate_refuses_bad_input_in_one_line(
+        ["-c", "8k", "-a", "lru", "--cost-model", f"table:{table}"], f"{table}{words}", tmp_path)

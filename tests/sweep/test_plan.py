@@ -29,7 +29,7 @@ def test_lin_range_and_mixed_items():
 def test_range_points_that_round_together_are_kept_once():
     assert parse_capacities("1:3:log9") == [1, 2, 3]
     assert parse_capacities("5:5:log4") == [5]
-    assert parse_capacities("7:9:log1") == [7]
+    assert parse_capacities("7:7:log1") == [7]
 
 
 @pytest.mark.parametrize("text, words", [
@@ -38,6 +38,10 @@ def test_range_points_that_round_together_are_kept_once():
     ("1k:2k:exp4", "START:STOP:logN"),
     ("4k:1k:log3", "stop 1024 < start 4096"),
     ("1k:2k:log0", "at least 1 point"),
+    ("1k:256k:log1", "1 point cannot hold both ends 1024 and 262144"),
+    ("7:9:lin1", "1 point cannot hold both ends 7 and 9"),
+    ("1k,,2k", "item 2 is empty"),
+    (",1k", "item 1 is empty"),
     ("1k:256k:log99999999", r"99999999 points \(at most 1024"),
     ("abc", "expected an integer"),
     ("0", "must be positive"),

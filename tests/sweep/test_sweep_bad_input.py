@@ -22,9 +22,14 @@ ROOT = Path(__file__).resolve().parents[2]
 pytest.importorskip("shadow.sim.core.loop")
 
 
-def _sweep(*args: str) -> subprocess.CompletedProcess:
+#: ``python -c`` that runs ``shadow`` with ``import ray`` failing, as where Ray is not installed.
+WITHOUT_RAY = "import sys; sys.modules['ray'] = None; from shadow.cli import main; main()"
+
+
+def _sweep(*args: str, without: str | None = None) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "shadow", "sweep", *args], capture_output=True,
+    start = ["-c", without] if without else ["-m", "shadow"]
+    return subprocess.run([sys.executable, *start, "sweep", *args], capture_output=True,
                           text=True, errors="replace", cwd=ROOT, env=env, timeout=120)
 
 
@@ -155,6 +160,12 @@ OPTIONS = [
     ("cache sizes empty", ["-c", ""], "bad --cache-sizes '': empty"),
     ("cache size range without points", ["-c", "1k:2k"], "bad cache-size range '1k:2k'"),
     ("cache size range of a billion points", ["-c", "1k:2k:log999999999"], "1024"),
+    ("cache size range of one point", ["-c", "1k:256k:log1"],
+     "bad cache-size range '1k:256k:log1': 1 point cannot hold both ends 1024 and 262144"),
+    ("cache size linear range of one point", ["-c", "1k:2k:lin1"], "1 point cannot hold both"),
+    ("cache size list with an empty item", ["-c", "1k,,2k"],
+     "bad cache size list '1k,,2k': item 2 is empty"),
+    ("cache size list with a trailing comma", ["-c", "1k:4k:log3,"], "item 2 is empty"),
     ("cache size 2**63", ["-c", "9223372036854775808"], "too large"),
     ("cache size 2**31 - 1", ["-c", "2147483647"], "at most 2147483646"),
     ("no policy", ["-a", " "], "--algo"),
@@ -172,7 +183,7 @@ OPTIONS = [
 
 @pytest.mark.parametrize("name,extra,words", OPTIONS,
                          ids=[(c.values if hasattr(c, "values") else c)[0] for c in OPTIONS])
-def test_bad_options_are_refused_before_any_cell(name, extra, words, tmp_path):
+def test_bad_options_are_refused_before_any_cell(name, extra, words, tmp_path, without=None):
     trace = tmp_path / "t.jsonl"
     trace.write_text('{"timestamp": 1, "hash_ids": [1, 2]}\n')
     out = tmp_path / "sw"
@@ -181,8 +192,22 @@ def test_bad_options_are_refused_before_any_cell(name, extra, words, tmp_path):
         if k in extra:
             del base[k]
     args = [x for kv in base.items() for x in kv] + extra
-    _one_line(_sweep(*args), words)
+    _one_line(_sweep(*args, without=without), words)
     assert not out.exists()
+
+
+#: (name, options, words): refused where Ray is not installed (the import is made to fail).
+WITHOUT_RAY_OPTIONS = [
+    ("--executor ray", ["--executor", "ray"], "--executor ray needs Ray: pip install"),
+    ("--executor ray --address", ["--executor", "ray", "--address", "127.0.0.1:1"],
+     "--executor ray needs Ray"),
+]
+
+
+@pytest.mark.parametrize("name,extra,words", WITHOUT_RAY_OPTIONS,
+                         ids=[c[0] for c in WITHOUT_RAY_OPTIONS])
+def test_ray_asked_for_where_it_is_not_installed(name, extra, words, tmp_path):
+    test_bad_options_are_refused_before_any_cell(name, extra, words, tmp_path, without=WITHOUT_RAY)
 
 
 DAMAGED_TRACES = [

@@ -90,9 +90,15 @@ def _load_table(path: str) -> np.ndarray:
         raise ShadowError("cost model table:FILE needs a file name")
     p = Path(path)
     try:
-        lines = p.read_text().splitlines()
+        data = p.read_bytes()
     except OSError as exc:
         raise ShadowError(f"cost model table: cannot read {path}: {exc.strerror}") from None
+    try:
+        lines = data.decode("utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ShadowError(f"{path}:{line}: not UTF-8 text (byte offset {exc.start}); the cost "
+                          f"table is one number a line") from None
     values = []
     for i, line in enumerate(lines, 1):
         s = line.strip()
