@@ -7,7 +7,7 @@ VPY       := $(VENV)/bin/python
 PIP       := $(VPY) -m pip
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-fast venv test-deps vllm-next-src build bench clean lint
+.PHONY: demo test test-unit test-fast venv test-deps vllm-next-src build bench clean lint
 
 $(VENV)/.stamp-core: pyproject.toml setup.py
 	$(PY) -m venv $(VENV)
@@ -71,9 +71,15 @@ $(VENV)/.stamp-lint: $(VENV)/.stamp-core
 lint: $(VENV)/.stamp-lint
 	$(VENV)/bin/ruff check shadow replay tests bench setup.py
 
-# The inner loop: every test that needs no vLLM engine, Prometheus or Ray.
-test-fast: $(VENV)/.stamp-test build
-	$(VPY) -m pytest -q -m "not vllm and not prometheus and not ray" $(PYTEST_ARGS)
+# The one-minute tier: every test that needs no vLLM engine, Prometheus or Ray and is not marked
+# slow (tests/tiers.py).
+test-unit: $(VENV)/.stamp-test build
+	$(VPY) -m pytest -q -m "not vllm and not prometheus and not ray and not slow" $(PYTEST_ARGS)
+
+# Every test not marked slow: the unit tier and the quick checks against vLLM's sources,
+# promtool and Prometheus (no engine starts).
+test-fast: test-deps build
+	$(VPY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 bench: build
 	$(VPY) bench/run_all.py

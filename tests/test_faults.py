@@ -27,6 +27,7 @@ import pytest
 from tests.conftest import TEST_DATA
 from tests.fault_support import (ROOT, SHADOW, SLOW_SWEEP, descendants, finish, open_files, run,
                                  signal_at, start, stray_files, wait_gone, without_dac_override)
+from tests.tiers import unit_rows
 
 pytest.importorskip("shadow.sim.core.loop")
 
@@ -107,8 +108,8 @@ CREATE_DIRS = {"sweep --out", "plot --out"}
 FAULTS = ["missing directory", "under a regular file", "read-only directory", "disk full"]
 
 
-@pytest.mark.parametrize("fault", FAULTS)
-@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("fault", unit_rows(FAULTS, 4, first=1))
+@pytest.mark.parametrize("command", unit_rows(COMMANDS, 4, first=3))
 def test_an_unwritable_output_is_one_line_and_leaves_nothing(data, tmp_path, command, fault):
     if command == "plot --out":
         pytest.importorskip("matplotlib")
@@ -156,6 +157,7 @@ def test_an_unwritable_output_is_one_line_and_leaves_nothing(data, tmp_path, com
         assert after == before, after
 
 
+@pytest.mark.slow
 def test_simulate_appends_and_keeps_the_mode(data, tmp_path):
     out = tmp_path / "r.txt"
     out.write_text("RESULT old line\n")
@@ -170,6 +172,7 @@ def test_simulate_appends_and_keeps_the_mode(data, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.txt"]
 
 
+@pytest.mark.slow
 def test_simulate_on_a_full_disk_leaves_the_results_file_as_it_was(data, tmp_path):
     out = tmp_path / "r.txt"
     old = "RESULT old line\n" * 20                         # larger than the size limit
@@ -182,6 +185,7 @@ def test_simulate_on_a_full_disk_leaves_the_results_file_as_it_was(data, tmp_pat
     assert out.read_text() == old and sorted(p.name for p in tmp_path.iterdir()) == ["r.txt"]
 
 
+@pytest.mark.slow
 def test_dump_holes_on_a_full_disk_says_why(data, tmp_path):
     argv = SHADOW + ["simulate", "-t", str(data.small), "-c", "1k", "-a", "lru", "--dump-holes",
                      str(tmp_path)]
@@ -191,6 +195,7 @@ def test_dump_holes_on_a_full_disk_says_why(data, tmp_path):
                                        " `ulimit -f`)"), r.stderr
 
 
+@pytest.mark.slow
 def test_a_device_output_is_refused_not_replaced(data, tmp_path):
     r = run(SHADOW + ["simulate", "-t", str(data.small), "-c", "1k", "-a", "lru", "-o",
                       os.devnull], cwd=tmp_path)
@@ -200,6 +205,7 @@ def test_a_device_output_is_refused_not_replaced(data, tmp_path):
     assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
 
 
+@pytest.mark.slow
 def test_stdout_on_a_full_device_is_one_line(data, tmp_path):
     with open("/dev/full", "w") as full:
         r = subprocess.run(SHADOW + ["stat", str(data.small)], cwd=str(tmp_path), stdout=full,
@@ -257,6 +263,7 @@ def _strays_ok(directory: Path, sig: int) -> None:
 SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGKILL]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
 @pytest.mark.parametrize("point", ["reading", "writing"])
 def test_convert_stopped_by_a_signal_leaves_no_output(data, tmp_path, point, sig):
@@ -275,6 +282,7 @@ def test_convert_stopped_by_a_signal_leaves_no_output(data, tmp_path, point, sig
     _strays_ok(tmp_path, sig)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
 def test_convert_to_jsonl_stopped_while_writing_leaves_no_output(data, tmp_path, sig):
     out = tmp_path / "out.jsonl"
@@ -285,6 +293,7 @@ def test_convert_to_jsonl_stopped_while_writing_leaves_no_output(data, tmp_path,
     _strays_ok(tmp_path, sig)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
 def test_stat_stopped_by_a_signal_is_one_line(data, tmp_path, sig):
     proc = start(SHADOW + ["stat", str(data.big)], cwd=tmp_path)
@@ -292,6 +301,7 @@ def test_stat_stopped_by_a_signal_is_one_line(data, tmp_path, sig):
     _check_signal_outcome(proc, sig, kids)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
 def test_simulate_stopped_mid_run_changes_nothing(data, tmp_path, sig):
     holes = tmp_path / "holes"
@@ -318,6 +328,7 @@ def _cells(out: Path) -> list[Path]:
     return [p for p in d.iterdir() if p.suffix == ".result"] if d.is_dir() else []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
 @pytest.mark.parametrize("point", ["starting workers", "cells running"])
 def test_sweep_stopped_by_a_signal_leaves_no_worker(data, tmp_path, point, sig):
@@ -344,6 +355,7 @@ def test_sweep_stopped_by_a_signal_leaves_no_worker(data, tmp_path, point, sig):
     _strays_ok(out, sig)
 
 
+@pytest.mark.slow
 def test_a_sweep_killed_by_sigkill_resumes(data, tmp_path):
     out = tmp_path / "sw"
     proc = _sweep(data, out)

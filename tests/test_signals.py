@@ -35,6 +35,7 @@ def _wait_for_signal() -> None:
         time.sleep(0.001)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig, status, words", [(signal.SIGINT, 130, "interrupted"),
                                                 (signal.SIGTERM, 143, "terminated (SIGTERM)"),
                                                 (signal.SIGHUP, 129, "terminated (SIGHUP)")])

@@ -8,6 +8,8 @@ from __future__ import annotations
 import random
 from types import SimpleNamespace
 
+import pytest
+
 from prometheus_client import REGISTRY, Counter, CollectorRegistry
 
 from shadow.connector.metrics import (ShadowCollector, ShadowPromMetrics, ShadowStats,
@@ -177,6 +179,7 @@ def test_guessed_series_include_the_stopped_gauge_and_wrong_guesses_go():
     assert _value("shadow_requests_total", capacity_blocks="90", **labels) == 1
 
 
+@pytest.mark.slow
 def test_own_endpoint_serves_the_stopped_gauge():
     """The connector's own endpoint (a real HTTP server on a free port, scraped over HTTP)."""
     from tests.vllm_support import free_port, http_get, parse_prometheus

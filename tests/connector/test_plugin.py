@@ -25,6 +25,7 @@ def test_entry_point_is_installed():
     assert eps[0].value == "shadow.connector.plugin:register"
 
 
+@pytest.mark.slow
 @needs_vllm
 def test_vllm_plugin_loader_registers_the_connector_name():
     # NOTE: a fresh interpreter: the factory's registry is process-global

@@ -171,6 +171,7 @@ CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_kill_9_leaves_finished_segments_intact_and_the_partial_readable(tmp_path):
     d = tmp_path / "rec"
     n = 400
@@ -234,6 +235,7 @@ FULL_DISK_CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_a_full_disk_mid_segment_turns_recording_off_and_the_process_goes_on(tmp_path):
     """RLIMIT_FSIZE stands for a full disk (writes past it fail with EFBIG; Python ignores
     SIGXFSZ): the segment being written is dropped, the finished one stays whole, every later

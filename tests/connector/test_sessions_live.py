@@ -54,6 +54,7 @@ def _same_fields(a: np.ndarray, b: np.ndarray) -> None:
         assert a[f].tolist() == b[f].tolist(), f
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("window", [2, 65536])
 def test_recorder_infers_across_segments_as_convert_does(tmp_path, window):
     t = [1_780_000_000.0]

@@ -10,6 +10,8 @@ included) freeze and it leaves the prediction log, the log says why once; the sm
 
 from __future__ import annotations
 
+import pytest
+
 from shadow.connector.schema import stopped_delta
 from tests.oom_support import run_child
 
@@ -78,6 +80,7 @@ result(out)
 '''
 
 
+@pytest.mark.slow
 def test_a_cache_out_of_memory_stops_alone_and_shows_as_stopped():
     out = run_child(_CHILD, {})
     # caches in key order: lru|64, lru|4194304 (the big one)

@@ -15,6 +15,7 @@ from replay.cli import cli
 from replay.results import RequestResult, read_results, summarize, write_results
 from replay.workload import load_requests
 from tests.vllm_support import REPO_ROOT, free_port
+from tests.tiers import by_name, unit_rows
 
 BUNDLED = str(REPO_ROOT / "shadow" / "data" / "mooncake_synthetic.jsonl")
 
@@ -44,6 +45,7 @@ def test_console_script_help():
     assert r.returncode == 0 and "report" in r.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args,msg", [
     (["--trace", "/nonexistent.jsonl", "--endpoint", "http://127.0.0.1:9"], "no such trace file"),
     (["--trace", BUNDLED, "--endpoint", "http://127.0.0.1:9", "--rate", "0"], "'--rate': '0' must be > 0"),
@@ -59,6 +61,7 @@ def test_bad_input_is_one_line(args, msg):
     assert len(lines) == 1 and lines[0].startswith("replay: error: ") and msg in lines[0], r.stderr
 
 
+@pytest.mark.slow
 def test_server_down_is_one_line():
     port = free_port()
     r = _run("--trace", BUNDLED, "--endpoint", f"http://127.0.0.1:{port}")
@@ -68,6 +71,7 @@ def test_server_down_is_one_line():
     assert "Traceback" not in r.stderr
 
 
+@pytest.mark.slow
 def test_usage_errors():
     r = _run("--endpoint", "http://127.0.0.1:9")
     assert r.returncode == 2 and "--trace is required" in r.stderr
@@ -100,6 +104,7 @@ def test_refused_requests_are_counted(tmp_path):
     assert [r.seq for r in back] == [r.seq for r in results] and run == {"tokens_per_block": 32}
 
 
+@pytest.mark.slow
 def test_report_from_results_written_by_hand(tmp_path):
     """`replay report` on records shaped like a one-at-a-time run: numbers, files, plots."""
     _, _, specs = load_requests(BUNDLED, tokens_per_block=32, skip_requests=3965, max_requests=25,
@@ -143,6 +148,7 @@ def test_report_from_results_written_by_hand(tmp_path):
     assert r.returncode == 2 and "--num-gpu-blocks" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_report_on_a_non_results_dir(tmp_path):
     r = _run("report", str(tmp_path))
     assert r.returncode == 2 and "not a replay results directory" in r.stderr
@@ -191,6 +197,7 @@ def test_progress_bar_draws_only_when_enabled(capsys):
     assert capsys.readouterr().err == ""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args,words", [
     (["--rate", "nan"], "'--rate': 'nan' is not a finite number"),
     (["--speedup", "inf"], "'--speedup': 'inf' is not a finite number"),
@@ -240,9 +247,8 @@ BEFORE_THE_SERVER = [
 ]
 
 
-@pytest.mark.parametrize("server", ["--endpoint", "--launch"])
-@pytest.mark.parametrize("name,trace,args,words", BEFORE_THE_SERVER,
-                         ids=[c[0] for c in BEFORE_THE_SERVER])
+@pytest.mark.parametrize("server", unit_rows(["--endpoint", "--launch"], 2))
+@pytest.mark.parametrize("name,trace,args,words", unit_rows(BEFORE_THE_SERVER, 3, ids=by_name))
 def test_the_trace_and_options_are_checked_before_the_server(name, trace, args, words, server,
                                                              tmp_path):
     path = trace(tmp_path) if trace else BUNDLED

@@ -65,6 +65,7 @@ def test_prompt_layout():
     assert s.prompt([], 32, 0, 0) == []
 
 
+@pytest.mark.slow
 def test_deterministic_across_processes():
     code = ("import json; from replay.tokens import TokenSynth, Vocab; "
             "s = TokenSynth(Vocab(size=1000, special=(0, 1, 2, 3)), seed=11); "

@@ -100,6 +100,7 @@ def test_rate_mean_and_burstiness(burstiness):
     assert np.array_equal(times, send_times(t, np.zeros(20001)))  # deterministic per seed
 
 
+@pytest.mark.slow
 def test_lcp_zst_gives_the_same_requests(tmp_path):
     import os
     import subprocess

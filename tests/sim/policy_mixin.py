@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from shadow.sim.registry import is_built, make_policy, policy_info
 from shadow.sim.reference import make_reference, reference_module
 from shadow.sim.reference.loop import RefCache
-from tests.sim._traces import intern_prefix, next_access
+from tests.sim._traces import intern_prefix, next_access, random_trace
 
 from shadow.trace.batch import Batch
 
@@ -196,21 +196,34 @@ class PolicyMixin:
         assert got == want
         assert gc == wc
 
+    def test_differential_seeded_traces(self):
+        """The unit tier's differential (the hypothesis ones below are ``slow``): random traces
+        of shared prefixes from fixed seeds, pins on and off, both replay orders."""
+        for seed, capacity, pin, order in ((1, 3, True, "deepest-first"),
+                                           (2, 8, False, "deepest-first"),
+                                           (3, 20, True, "prefix-order")):
+            trace = random_trace(np.random.default_rng(seed), 30, n_roots=3, max_len=8, n_raw=4)
+            self._differential(trace, capacity, pin, order)
+
+    @pytest.mark.slow
     @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.differing_executors])
     @given(trace=prefix_traces, capacity=st.integers(1, 24), pin=st.booleans())
     def test_differential_prefix_traces(self, trace, capacity, pin):
         self._differential(trace, capacity, pin)
 
+    @pytest.mark.slow
     @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.differing_executors])
     @given(trace=raw_traces, capacity=st.integers(1, 12), pin=st.booleans())
     def test_differential_raw_ids(self, trace, capacity, pin):
         self._differential(trace, capacity, pin)
 
+    @pytest.mark.slow
     @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.differing_executors])
     @given(trace=prefix_traces, capacity=st.integers(2, 24))
     def test_differential_prefix_order(self, trace, capacity):
         self._differential(trace, capacity, True, "prefix-order")
 
+    @pytest.mark.slow
     @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.differing_executors])
     @given(trace=prefix_traces, capacity=st.integers(2, 24), pin=st.booleans())
     def test_loop_invariants(self, trace, capacity, pin):

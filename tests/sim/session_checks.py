@@ -19,6 +19,7 @@ from shadow.sim.reference.loop import RefCache
 from shadow.trace.batch import Batch
 from tests.sim._traces import next_access, sliding_session_trace
 from tests.sim.policy_mixin import PolicyMixin
+from tests.tiers import unit_rows
 
 KEYS = ("n_req", "n_req_skipped", "n_blocks", "n_hits", "n_prefix_hits", "n_eviction",
         "n_self_eviction", "n_unexpected_eviction")
@@ -59,8 +60,8 @@ def run_sessions(name: str, params: str, capacity: int, requests: list[list[int]
 
 
 class SessionMixin(PolicyMixin):
-    @pytest.mark.parametrize("pin", [True, False])
-    @pytest.mark.parametrize("capacity", [4, 9, 20, 60])
+    @pytest.mark.parametrize("pin", unit_rows([True, False], 2))
+    @pytest.mark.parametrize("capacity", unit_rows([4, 9, 20, 60], 4, first=1))
     def test_differential_sessions(self, capacity, pin):
         for seed in range(12):
             rng = np.random.default_rng(seed)
@@ -76,7 +77,7 @@ class SessionMixin(PolicyMixin):
             if pin:
                 assert gc["n_self_eviction"] == 0
 
-    @pytest.mark.parametrize("pin", [True, False])
+    @pytest.mark.parametrize("pin", unit_rows([True, False], 2))
     def test_differential_sessions_batched_prefix_order(self, pin):
         for seed in range(6):
             rng = np.random.default_rng(100 + seed)
@@ -85,7 +86,7 @@ class SessionMixin(PolicyMixin):
                                                    replay_order="prefix-order", batch=40)
             assert got == want and gc == wc
 
-    @pytest.mark.parametrize("capacity", [6, 15, 40])
+    @pytest.mark.parametrize("capacity", unit_rows([6, 15, 40], 3, first=1))
     def test_differential_live_sessions(self, capacity):
         evictions = 0
         for seed in range(6):

@@ -44,6 +44,7 @@ def test_arc_skips_pinned():
     assert p.queues()["b1"] == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("capacity", [20, 32, 48])
 def test_arc_same_hits_as_libcachesim_larger_caches(capacity, seed):

@@ -17,6 +17,7 @@ from shadow.sim.registry import make_policy
 from shadow.trace.batch import Batch
 from tests.sim._traces import next_access, session_trace
 from tests.sim.policy_mixin import PolicyMixin, run_both
+from tests.tiers import unit_rows
 
 NAME = "asym_cache"
 
@@ -34,8 +35,8 @@ class TestAsymCacheShortLife(PolicyMixin):
 @pytest.mark.parametrize("params", ["", "clock=block", "reuse-prob=0.3,slope-ratio=10",
                                     "default-lifespan=5"])
 @pytest.mark.parametrize("pin", [True, False])
-@pytest.mark.parametrize("capacity", [3, 8, 20, 64])
-@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("capacity", unit_rows([3, 8, 20, 64], 4, first=1))
+@pytest.mark.parametrize("seed", unit_rows([1, 2], 2))
 def test_session_traces_follow_the_reference(seed, capacity, pin, params):
     reqs, rec = session_trace(np.random.default_rng(seed), 160)
     got, want, gc, wc, sim, ref = run_both(NAME, params, capacity, reqs, pin=pin, records=rec)
@@ -164,7 +165,7 @@ def _residents_each_request(specs, reqs, rec, pin, cost_model):
     return out, sim.results()
 
 
-@pytest.mark.parametrize("params", ["", "clock=block", "default-lifespan=0,slope-ratio=3"])
+@pytest.mark.parametrize("params", unit_rows(["", "clock=block", "default-lifespan=0,slope-ratio=3"], 3))
 @pytest.mark.parametrize("pin", [True, False])
 @pytest.mark.parametrize("capacity", [4, 16, 50])
 def test_uniform_cost_is_lru_event_by_event(capacity, pin, params):

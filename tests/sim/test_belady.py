@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -54,6 +55,7 @@ def test_belady_heap_invariant_under_churn():
 ONLINE = [n for n in list_policies() if not policy_info(n).needs_next_access]
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(trace=prefix_traces, capacity=st.integers(1, 24), pin=st.booleans())
 @example(trace=[[1], [2], [3, 4], [2, 5, 6, 7], [1]], capacity=3, pin=False)  # a skipped request

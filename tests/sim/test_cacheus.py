@@ -223,6 +223,7 @@ def _lcs_hit_ratio(capacity: int) -> float:
                                 adapter=_adapter(), verify=False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("capacity", SIZES)
 def test_libcachesim_timing_reference_near_libcachesim_cacheus(capacity):
     from shadow.sim.reference.loop import RefCache
@@ -238,6 +239,7 @@ def test_libcachesim_timing_reference_near_libcachesim_cacheus(capacity):
     assert abs(got - want) <= EAGER_TOLERANCE, (capacity, got, want)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("capacity", SIZES)
 def test_hit_ratio_near_libcachesim_cacheus_on_conversation_trace(capacity):
     want = _lcs_hit_ratio(capacity)
@@ -287,6 +289,7 @@ def follow_libcachesim(n_gets: int) -> tuple[int, int]:
     return learned, ours.sr_size
 
 
+@pytest.mark.slow
 def test_libcachesim_timing_reference_follows_libcachesim_get_by_get():
     # With the experts' choices made equal (the draws differ), the reference with libCacheSim's
     # spill timing keeps libcachesim's resident set after every get, through SR's growth and

@@ -83,6 +83,7 @@ def test_help_names_every_fold_and_the_default(command):
     assert f"[default: {DEFAULT_CATEGORY}]" in text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["simulate", "sweep"])
 def test_unknown_category_is_one_line_exit_2_no_output(command, tmp_path):
     out = tmp_path / "out"
@@ -98,6 +99,7 @@ def test_unknown_category_is_one_line_exit_2_no_output(command, tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_simulate_runs_with_each_fold():
     for mode in CATEGORY_MODES:
         r = CliRunner().invoke(cli, ["simulate", "-c", "1k", "-a", "lru", "--category", mode],

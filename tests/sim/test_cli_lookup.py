@@ -142,6 +142,7 @@ def test_cli_lookup(tmp_path, mode):
     assert float(kv["block_hit_ratio"]) == pytest.approx(n_hits / n_blocks, abs=1e-6)
 
 
+@pytest.mark.slow
 def test_cli_lookup_without_block_size_is_one_line_error(tmp_path):
     from shadow.trace.writer import LcpWriter
 

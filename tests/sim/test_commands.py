@@ -84,6 +84,7 @@ def test_algo_params_forms():
     assert "params=n-bit-counter=2" in r.output
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args,msg", [
     (["--cost-model", "bogus"], "unknown cost model"),
     (["--algo", "nope"], "unknown policy"),
@@ -100,6 +101,7 @@ def test_bad_input_is_one_line_exit_2(args, msg):
     assert "Traceback" not in p.stderr
 
 
+@pytest.mark.slow
 def test_oracle_on_trace_without_next_access_is_one_line_error(tmp_path) -> None:
     from shadow.trace.writer import LcpWriter
 
@@ -115,6 +117,7 @@ def test_oracle_on_trace_without_next_access_is_one_line_error(tmp_path) -> None
     assert "RESULT" not in res.stdout
 
 
+@pytest.mark.slow
 def test_one_decode_thread_by_default_and_the_same_results(monkeypatch, tmp_path) -> None:
     """`simulate` decodes on one thread (``SIM_DECODE_THREADS``) unless the environment says
     otherwise; the RESULT lines do not depend on it."""

@@ -16,6 +16,7 @@ from shadow.sim.reference.loop import RefCache
 from shadow.sim.registry import make_policy
 from tests.sim._traces import batches_of, conversation
 from tests.sim.policy_mixin import PolicyMixin
+from tests.tiers import unit_rows
 
 SIZES = (1024, 4096, 16384)
 
@@ -85,6 +86,7 @@ def _conversation_results() -> dict[tuple[str, str, int], tuple[float, int]]:
             for r in sim.results()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("capacity", SIZES)
 def test_conversation_equals_reference(capacity):
     """The reference, event by event over the whole trace: the same hits and evictions."""
@@ -107,9 +109,9 @@ def test_conversation_hit_ratio_as_libcachesim_describes():
         assert got[("fifo_merge", "", c)][0] > got[("fifo", "", c)][0]
 
 
-@pytest.mark.parametrize("pin", [True, False])
-@pytest.mark.parametrize("params", ["n-exam=40,n-keep=10", "n-exam=100,retain-policy=recency",
-                                    "n-exam=128,n-keep=0", "n-exam=200,n-keep=150"])
+@pytest.mark.parametrize("pin", unit_rows([True, False], 2))
+@pytest.mark.parametrize("params", unit_rows(["n-exam=40,n-keep=10", "n-exam=100,retain-policy=recency",
+                                    "n-exam=128,n-keep=0", "n-exam=200,n-keep=150"], 4, first=2))
 def test_each_ranking_path_equals_the_reference(params, pin):
     """A scan ranks small windows by insertion, windows of 32-128 blocks by a radix sort of
     packed keys and larger ones as doubles: each path against the reference, request by request,

@@ -8,6 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 pytest.importorskip("shadow.sim.policies._shared.ghost")
 from shadow.sim.policies._shared.ghost import GhostFIFO  # noqa: E402
+from tests.tiers import unit_rows
 
 
 def test_hand_traced_order_and_bound():
@@ -85,6 +86,7 @@ def _run_bounded_model(limit: int, ops: list, offset: int = 0, switch: int = 0) 
     return g
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(limit=st.integers(0, 40),
        ops=st.lists(st.tuples(st.sampled_from("aadp"), st.integers(1, 60)), max_size=400))
@@ -124,6 +126,7 @@ def _widened(offset: int, switch: int, ops: list, pushes: str) -> bool:
                if op in pushes)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(limit=st.integers(0, 40), offset=_OFFSETS, switch=st.integers(0, 300),
        ops=st.lists(st.tuples(st.sampled_from("aadp"), _KEYS), max_size=400))
@@ -134,6 +137,7 @@ def test_matches_ordered_dict_across_32_bits(limit, offset, switch, ops):
     assert g.id_bits == (64 if limit >= 1 and _widened(offset, switch, ops, "a") else 32)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(offset=_OFFSETS, switch=st.integers(0, 100),
        ops=st.lists(st.tuples(st.sampled_from("ppqqdo"), _KEYS), max_size=400))
@@ -229,11 +233,11 @@ def _ghost_values(policy) -> list[int]:
     return q.get("ghost", []) + q.get("aout", []) + q.get("b1", []) + [-v for v in q.get("b2", [])]
 
 
-@pytest.mark.parametrize("name,params", [
+@pytest.mark.parametrize("name,params", unit_rows([
     ("s3fifo", ""), ("s3fifo", "small-size-ratio=0.3,ghost-size-ratio=0.5"), ("arc", ""),
     ("twoq", ""), ("twoq", "Ain-size-ratio=0.1,Aout-size-ratio=1.0"),
     ("random_compute_small_queue", "evict-batch=1"),
-    ("random_compute_small_queue", "evict-batch=1,small-size-ratio=0.3,n-sample=4,seed=3")])
+    ("random_compute_small_queue", "evict-batch=1,small-size-ratio=0.3,n-sample=4,seed=3")], 7))
 @pytest.mark.parametrize("offset", [2**31 - 40, 2**62])
 @pytest.mark.parametrize("capacity", [7, 40])
 def test_policies_exact_with_ids_past_32_bits(name, params, offset, capacity):

@@ -78,6 +78,7 @@ def _shadow_hit_ratios(params: str = "") -> dict[int, float]:
     return hit_ratios("hyperbolic", SIZES, conversation(), params)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("capacity", SIZES)
 def test_hit_ratio_near_libcachesim_hyperbolic_on_conversation_trace(capacity):
     want = _lcs_hit_ratio(capacity)

@@ -18,6 +18,7 @@ def test_home_from_fingerprint_only_in_small_tables() -> None:
         assert t.size * 4 <= 16 * max(capacity, 4)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("capacity", [5, 300, 8192, 20000, 70000])
 def test_random_churn_matches_dict(capacity: int) -> None:
     rng = random.Random(capacity)
@@ -89,6 +90,7 @@ def test_bad_arguments_raise() -> None:
         SlotTable(0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["lru", "gdsf", "s3fifo", "arc", "random_compute",
                                   "random_compute_small_queue"])
 def test_compact_resident_table_only_from_32k_slots(name) -> None:

@@ -20,6 +20,7 @@ from shadow.sim.registry import leaf_only_refusal, make_policy, policy_specs
 from tests.sim._traces import batch_of, random_trace
 from tests.sim.policy_mixin import prefix_traces, raw_traces, run_both
 from tests.sim.test_live_oracle import CASES, _check_coverage, _events, one_at_a_time
+from tests.tiers import unit_rows
 
 LEAF = "leaf-only=1"
 
@@ -153,7 +154,7 @@ def _prefix_closed(pol) -> bool:
 
 
 @pytest.mark.parametrize("pin", [True, False])
-@pytest.mark.parametrize("name", STRICT)
+@pytest.mark.parametrize("name", unit_rows(STRICT, 10, first=5))
 def test_resident_set_stays_prefix_closed(name, pin):
     reqs = random_trace(np.random.default_rng(11), 250, max_len=10)
     for order in ("deepest-first", "prefix-order"):
@@ -167,7 +168,7 @@ def test_resident_set_stays_prefix_closed(name, pin):
 
 
 @pytest.mark.parametrize("pin", [True, False])
-@pytest.mark.parametrize("name", ELIGIBLE)
+@pytest.mark.parametrize("name", unit_rows(ELIGIBLE, 10))
 def test_gap_spanning_and_first_miss_ratios_equal(name, pin):
     # with distinct prefix ids every hit is then a prefix hit: no block outlives its parent
     rng = np.random.default_rng(7)
@@ -197,7 +198,7 @@ SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                       HealthCheck.differing_executors])
 
 
-@pytest.mark.parametrize("name,params", EXACT)
+@pytest.mark.parametrize("name,params", unit_rows(EXACT, 12))
 @settings(max_examples=30, **SETTINGS)
 @given(trace=prefix_traces, capacity=st.integers(1, 20), pin=st.booleans(),
        order=st.sampled_from(["deepest-first", "prefix-order"]))
@@ -209,7 +210,7 @@ def test_differential_prefix_traces(name, params, trace, capacity, pin, order):
     assert sorted(sim.runs[0].policy.held_ids()) == sorted(ref.held())
 
 
-@pytest.mark.parametrize("name,params", EXACT)
+@pytest.mark.parametrize("name,params", unit_rows(EXACT, 6, first=3))
 @settings(max_examples=20, **SETTINGS)
 @given(trace=raw_traces, capacity=st.integers(1, 12), pin=st.booleans())
 def test_differential_raw_ids(name, params, trace, capacity, pin):
@@ -220,6 +221,7 @@ def test_differential_raw_ids(name, params, trace, capacity, pin):
     assert sorted(sim.runs[0].policy.held_ids()) == sorted(ref.held())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(2))
 def test_live_admit_release_equal_the_reference(seed):
     specs = [CacheSpec(name, cap, _params(name)) for name, _ in EXACT for cap in (4, 8, 16)]
@@ -236,6 +238,7 @@ def test_live_admit_release_equal_the_reference(seed):
     _check_coverage(sim)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args,message", [
     (["-a", "belady", "--algo-params", "belady:leaf-only=1"],
      "policy belady: leaf-only needs a policy that honours pins and reads no future"),
@@ -260,6 +263,7 @@ def test_simulate_refuses_in_one_line(args, message, tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_simulate_runs_a_leaf_only_cache(tmp_path):
     import subprocess
     import sys

@@ -96,6 +96,7 @@ def test_older_ghost_hits_teach_less_and_ghosts_are_bounded():
     assert most == {"lru": 3, "lfu": 3}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pin", [False, True])
 @pytest.mark.parametrize("seed", range(3))
 def test_one_expert_settings_are_lru_and_lfu(pin, seed):
@@ -207,6 +208,7 @@ def _shadow_hit_ratios() -> dict[int, float]:
     return hit_ratios("lecar", SIZES, conversation())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("capacity", SIZES)
 def test_hit_ratio_near_libcachesim_lecar_on_conversation_trace(capacity):
     lcs = pytest.importorskip("libcachesim")

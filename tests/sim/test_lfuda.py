@@ -102,6 +102,7 @@ def test_lfuda_block_below_L_and_empty_min_bucket():
     assert p.buckets() == [(4, [4]), (5, [5])] and p.L == 4
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed,capacity", list(enumerate([2, 3, 5, 8, 13, 21, 25, 29])))
 def test_lfuda_same_gets_as_libcachesim(seed, capacity):
     # NOTE: at 2, 3, 5 and 8 blocks libcachesim stops early (a segfault after 223 gets at 2
@@ -113,6 +114,7 @@ def test_lfuda_same_gets_as_libcachesim(seed, capacity):
     assert shadow_gets("lfuda", capacity, stream)[:len(want)] == want
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("capacity", [100, 1000, 10000])
 def test_lfuda_same_gets_as_libcachesim_on_the_conversation_trace(capacity):
     stream = conversation_gets()

@@ -199,6 +199,7 @@ def _shadow_hit_ratios(trace_name: str) -> dict[int, float]:
     return hit_ratios("lhd", SIZES, TRACES[trace_name]())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("capacity", SIZES)
 @pytest.mark.parametrize("trace_name", sorted(TRACES))
 def test_hit_ratio_near_libcachesim_lhd(trace_name, capacity):

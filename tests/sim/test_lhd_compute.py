@@ -58,6 +58,7 @@ def _run(name: str, trace, cost_model: str, pin: bool):
             for r, run in zip(sim.results(), sim.runs)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pin", [False, True])
 @pytest.mark.parametrize("cost_model", ["uniform", "linear:4,0"])
 def test_uniform_cost_makes_lhd_decisions(cost_model, pin):

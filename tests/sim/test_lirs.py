@@ -153,6 +153,7 @@ def test_pins_stop_self_evictions():
     assert n_self == {True: 0, False: 1}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pin", [True, False])
 @pytest.mark.parametrize("capacity", [200, 3000])
 def test_same_as_reference_on_conversation_requests_with_its_structures(capacity, pin):
@@ -230,6 +231,7 @@ def _shadow_requests() -> dict[int, float]:
     return hit_ratios("lirs", SIZES, conversation())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("capacity", SIZES)
 def test_hit_ratio_equals_libcachesim_lirs_on_one_block_requests(capacity):
     want = _lcs_hit_ratio(capacity, _one_block_trace())
@@ -237,6 +239,7 @@ def test_hit_ratio_equals_libcachesim_lirs_on_one_block_requests(capacity):
     assert abs(got - want) <= ONE_BLOCK_TOLERANCE, (capacity, got, want)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("capacity", SIZES)
 def test_hit_ratio_near_libcachesim_lirs_on_conversation_requests(capacity):
     want = _lcs_hit_ratio(capacity, tuple(tuple(r) for r in conversation()))

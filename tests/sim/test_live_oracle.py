@@ -197,6 +197,7 @@ MODES = [pytest.param(True, True, id="verify-repeats"), pytest.param(False, Fals
          pytest.param(False, True, id="no-verify-repeats")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("verify,repeats", MODES)
 @pytest.mark.parametrize("seed", range(2))
 def test_admit_release_one_at_a_time_equal_the_reference(seed: int, verify: bool,
@@ -225,6 +226,7 @@ def one_at_a_time(sim: Simulator, refs: list[RefCache], events: list[Admit | Rel
             also(e)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("verify,repeats", MODES)
 @pytest.mark.parametrize("seed", range(2))
 def test_live_batches_equal_the_reference(seed: int, verify: bool, repeats: bool) -> None:

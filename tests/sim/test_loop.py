@@ -234,6 +234,7 @@ def test_twoq_spilled_eviction_is_unexpected_in_both_loops():
     assert sim.runs[0].policy.n_resident == len(ref.policy)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["random_compute", "belady_compute", "partial_node_random_compute",
                                   "random_compute_small_queue"])
 def test_reference_loop_batches_evict_n_like_the_cython_loop(name):
@@ -310,6 +311,7 @@ except ShadowError as e:
 """
 
 
+@pytest.mark.slow
 def test_dump_holes_on_a_full_disk_is_an_error_and_leaves_no_file(tmp_path):
     """fprintf's failures (a full disk: a file-size limit here) surface when the file closes."""
     import subprocess

@@ -84,6 +84,7 @@ class _LRUProbAdapter(LibCacheSimAdapter):
         return victim
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("capacity", [4, 9, 23])
 def test_prob_one_is_libcachesims_per_request(capacity, seed):
@@ -99,6 +100,7 @@ def test_prob_one_is_libcachesims_per_request(capacity, seed):
     assert got_c["n_eviction"] == ref.stats()["n_eviction"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("prob", [0.5, 0.2])
 def test_hit_ratio_close_to_libcachesim_on_conversation(prob):
     """Pins off, prefix-order replay, the whole conversation trace at three sizes."""
@@ -134,6 +136,7 @@ def _promoted_share(get, is_resident, n: int = 4000) -> float:
     return promoted / n
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("prob", [0.5, 0.2, 0.1])
 def test_share_of_promoted_hits_is_libcachesims(prob):
     """Both promote ``1/threshold`` of hits (0.2: 1/4, 0.1: 1/9), within 0.03 (4000 hits: over

@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 
 from shadow.sim._moved import MOVED
+from tests.tiers import unit_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 SIM = ROOT / "shadow" / "sim"
 
 
-@pytest.mark.parametrize("old", sorted(MOVED))
+@pytest.mark.parametrize("old", unit_rows(sorted(MOVED), 6))
 def test_an_old_name_is_the_new_module_and_warns_once(old):
     code = ("import importlib, sys, warnings\n"
             "warnings.simplefilter('always')\n"

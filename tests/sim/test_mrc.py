@@ -22,6 +22,7 @@ from shadow.sim.cost.models import parse_cost_model
 from shadow.sim.mrc.curve import Curve, parse_targets
 from shadow.sim.mrc.reference import discrete_curve, stack_curve
 from shadow.sim.mrc.stack import StackPass
+from tests.tiers import unit_rows
 
 POSITION = parse_cost_model("position")
 
@@ -67,7 +68,7 @@ CASES = [dict(dup=d, anonymous=a, lookups=True, big_ids=b)
          for d in (False, True) for a in (False, True) for b in (False, True)]
 
 
-@pytest.mark.parametrize("kind", CASES, ids=lambda k: "-".join(f"{x}" for x, v in k.items() if v))
+@pytest.mark.parametrize("kind", unit_rows(CASES, 4), ids=lambda k: "-".join(f"{x}" for x, v in k.items() if v))
 @pytest.mark.parametrize("deepest_first", [True, False])
 def test_pass_equals_the_plain_stack(kind, deepest_first):
     for seed in range(60):
@@ -92,9 +93,9 @@ def test_pass_equals_the_plain_stack(kind, deepest_first):
 
 @pytest.mark.parametrize("algo", ["lru", "vllm"])
 @pytest.mark.parametrize("pin", [False, True])
-@pytest.mark.parametrize("order", ["deepest-first", "prefix-order"])
-@pytest.mark.parametrize("kind", [dict(dup=False), dict(dup=True), dict(anonymous=True),
-                                  dict(dup=True, anonymous=True)], ids=["plain", "dup", "anon",
+@pytest.mark.parametrize("order", unit_rows(["deepest-first", "prefix-order"], 2))
+@pytest.mark.parametrize("kind", unit_rows([dict(dup=False), dict(dup=True), dict(anonymous=True),
+                                  dict(dup=True, anonymous=True)], 4), ids=["plain", "dup", "anon",
                                                                         "dup-anon"])
 def test_stack_is_the_discrete_loop_at_every_size_from_the_largest_request(algo, pin, order,
                                                                            kind):

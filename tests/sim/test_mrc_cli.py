@@ -25,6 +25,7 @@ from shadow.sim.core.simulator import CacheSpec, Simulator
 from shadow.trace import open_trace
 from shadow.trace.synth import SynthParams, write_synth
 from tests.sim._traces import CONVERSATION, ROOT, SYNTHETIC
+from tests.tiers import unit_rows
 
 
 @pytest.fixture(scope="module")
@@ -73,9 +74,9 @@ CONFIGS = [
 ]
 
 
-@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: ",".join(f"{k}={v}" for k, v in
+@pytest.mark.parametrize("config", unit_rows(CONFIGS, 4), ids=lambda c: ",".join(f"{k}={v}" for k, v in
                                                                   c.items()) or "default")
-@pytest.mark.parametrize("which", ["synthetic", "conversation", "synth"])
+@pytest.mark.parametrize("which", unit_rows(["synthetic", "conversation", "synth"], 3, first=2))
 def test_curve_equals_simulate_at_many_sizes(which, config, synth_trace):
     path = {"synthetic": SYNTHETIC, "conversation": CONVERSATION, "synth": synth_trace}[which]
     kw = {k: v for k, v in config.items() if k != "pin"}
@@ -95,6 +96,7 @@ def test_curve_equals_simulate_at_many_sizes(which, config, synth_trace):
         assert k["saved_cost"] == pytest.approx(r.saved_cost, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_cli_at_prints_what_simulate_prints():
     sizes = "374,1000,8k,20000"
     m = subprocess.run([sys.executable, "-m", "shadow", "mrc", "-t", str(SYNTHETIC), "--at", sizes],
@@ -111,6 +113,7 @@ def test_cli_at_prints_what_simulate_prints():
         assert a == {k: b[k] for k in a}
 
 
+@pytest.mark.slow
 def test_csv_holds_every_change_point(tmp_path):
     out = tmp_path / "curve.csv"
     r = CliRunner().invoke(cli, ["mrc", "-t", str(SYNTHETIC), "-o", str(out), "--cost-model",
@@ -207,7 +210,7 @@ BAD = [
 ]
 
 
-@pytest.mark.parametrize("args,message", BAD, ids=[" ".join(a) for a, _ in BAD])
+@pytest.mark.parametrize("args,message", unit_rows(BAD, 8), ids=[" ".join(a) for a, _ in BAD])
 def test_bad_input_is_one_line(args, message, tmp_path):
     out = tmp_path / "curve.csv"
     files = {"EMPTY": "", "BLANK": "\n\n",

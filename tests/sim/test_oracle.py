@@ -133,6 +133,7 @@ def test_header_without_counts_still_recomputes():
     assert src is not None and src.array(2).tolist() == [-1, 4, -1, -1, -1, -1, -1]
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(trace=st.one_of(prefix_traces, raw_traces), caps=st.lists(st.integers(1, 9), min_size=1,
        max_size=3), size=st.integers(1, 7))

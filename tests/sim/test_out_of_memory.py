@@ -128,6 +128,7 @@ def _check_failed_cleanly(out: dict, n_before: int) -> None:
 
 
 # The slot ids widen to 64 bits at the first id past 2**31 - 1: 4M slots x 8 B = 32 MiB.
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["lru", "s3fifo", "arc", "lirs", "lfu",
                                   "random_compute_small_queue", "partial_node_random_compute",
                                   "belady"])
@@ -143,6 +144,7 @@ def test_slot_ids_widening_without_memory_fails_the_cache_not_the_process(name):
 # empties small and part of main to make room, then fills small past its ring: the 1.5x ring
 # (about 15 MiB) cannot be had, every entry is live, so the blocks past it stay off the ring
 # (sf_push's out-of-memory path).
+@pytest.mark.slow
 def test_full_fifo_without_memory_to_grow_fails_the_cache_not_the_process():
     capacity = 4 << 20
     before = [{"first": 1, "n": capacity}, [capacity + 1]]    # fill, then one eviction
@@ -152,6 +154,7 @@ def test_full_fifo_without_memory_to_grow_fails_the_cache_not_the_process():
     _check_failed_cleanly(out, len(before))
 
 
+@pytest.mark.slow
 def test_live_release_without_memory_fails_that_cache_at_the_next_admission():
     out = _child({"kind": "live"})
     big_error, small_error = out["errors"]
@@ -161,6 +164,7 @@ def test_live_release_without_memory_fails_that_cache_at_the_next_admission():
     assert out["n_hits"] == [0, 2]
 
 
+@pytest.mark.slow
 def test_ghost_ring_widening_without_memory_keeps_the_ring():
     out = _child({"kind": "widen"})
     assert out["error"] and "no memory" in out["error"]
@@ -170,6 +174,7 @@ def test_ghost_ring_widening_without_memory_keeps_the_ring():
     assert out["cap_after"] == out["cap_before"]
 
 
+@pytest.mark.slow
 def test_ghost_ring_growth_without_memory_keeps_the_ring():
     out = _child({"kind": "grow"})
     assert out["error"] and "no memory" in out["error"]

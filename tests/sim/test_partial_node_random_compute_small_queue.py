@@ -104,6 +104,7 @@ def test_refuses_out_of_range(params, message):
     assert str(e.value).startswith(f"policy {NAME}: ") and message in str(e.value)
 
 
+@pytest.mark.slow
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(trace=prefix_traces, capacity=st.integers(1, 24), pin=st.booleans(),
        params=st.sampled_from(["", "eviction-mode=drain", "micro-batch=2,n-sample=3",

@@ -9,6 +9,7 @@ import pytest
 from shadow.sim import CacheSpec, Simulator
 from shadow.sim.registry import POLICIES, policy_specs
 from tests.sim._traces import PEER_RESULTS, SYNTHETIC, batches_of, read_jsonl
+from tests.tiers import unit_rows
 
 
 def _peer_algos() -> list[str]:
@@ -52,7 +53,7 @@ def _run(algo: str, cost_model: str):
     return {r.spec.capacity: r for r in sim.results()}
 
 
-@pytest.mark.parametrize("cost_model", COST_MODELS)
+@pytest.mark.parametrize("cost_model", unit_rows(COST_MODELS, 2))
 @pytest.mark.parametrize("algo", DETERMINISTIC)
 def test_deterministic_policy_matches_peer(algo, cost_model):
     peer = _peer()
@@ -71,6 +72,7 @@ def test_deterministic_policy_matches_peer(algo, cost_model):
                 int(want["n_eviction"]), int(want["n_self_eviction"])), size
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cost_model", COST_MODELS)
 @pytest.mark.parametrize("algo", SAMPLED)
 def test_sampled_policy_close_to_peer(algo, cost_model):

@@ -69,6 +69,7 @@ def _hits(specs, trace):
     return [(r.n_hits, r.n_eviction) for r in sim.results()]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize("capacity", [8, 32])
 def test_qdlp_without_promotion_or_ghost_is_fifo(capacity, seed):

@@ -103,6 +103,7 @@ def _shadow_hit_ratios() -> dict[int, float]:
     return hit_ratios("random", SIZES, conversation())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("capacity", SIZES)
 def test_hit_ratio_near_libcachesim_random_on_conversation_trace(capacity):
     want = _lcs_hit_ratio(capacity)

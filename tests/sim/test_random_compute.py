@@ -124,6 +124,7 @@ def test_rng_is_splitmix64():
     assert r.next() == 0x6E789E6AA1B965F4
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(trace=prefix_traces, capacity=st.integers(1, 24), pin=st.booleans(),
        params=st.sampled_from(["", "n-sample=4,evict-batch=3", "n-sample=2,evict-batch=5,timestamp=access"]))
@@ -143,6 +144,7 @@ def test_batched_differential_prefix_order(trace, capacity):
     assert_same("random_compute", "n-sample=4,evict-batch=4", capacity, trace, True, "prefix-order")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["random_compute", "random_compute_small_queue", "belady_compute"])
 @pytest.mark.parametrize("params", ["n-sample=16,evict-batch=4", "n-sample=128,evict-batch=8",
                                     "n-sample=5,evict-batch=1,seed=3"])
@@ -175,6 +177,7 @@ def test_bad_parameters_are_clear_errors():
             make_policy("random_compute", 8, bad)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["random_compute", "random_compute_small_queue", "belady_compute",
                                   "partial_node_random_compute", "partial_node_random_freq"])
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -251,6 +254,7 @@ _ops = st.lists(st.tuples(st.sampled_from(["get"] * 3 + ["evict"]), st.integers(
                 min_size=1, max_size=60)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["random_compute", "random_compute_small_queue"])
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=_ops, capacity=st.integers(2, 10),

@@ -60,6 +60,7 @@ def test_bad_parameters_are_clear_errors():
             make_policy("randomlru", 8, bad)
 
 
+@pytest.mark.slow
 def test_block_hit_ratio_next_to_lru_on_conversation_trace():
     # 64 draws make the victim one of the oldest 1/64 or so of the cache: on the Mooncake
     # conversation trace (pins off, prefix order) randomlru's ratio is within 0.0006 of lru's

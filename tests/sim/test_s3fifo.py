@@ -72,6 +72,7 @@ class _EvictUntilOneLeaves:
             self.cache.evict(req)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("capacity", [20, 32, 48])
 def test_s3fifo_same_hits_as_libcachesim_larger_caches(capacity, seed):

@@ -71,6 +71,7 @@ def _short_reuse(seed, n):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(3))
 def test_s3fifod_sizes_adapt_as_the_reference(seed):
     from shadow.sim.reference import make_reference
@@ -88,6 +89,7 @@ def test_s3fifod_sizes_adapt_as_the_reference(seed):
     assert max(f for _, f, _ in got) > 20        # the FIFO grew from 10
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pin", [False, True])
 def test_s3fifod_adapting_through_both_loops(pin):
     ids = _short_reuse(7, 3000)
@@ -96,6 +98,7 @@ def test_s3fifod_adapting_through_both_loops(pin):
     assert got == want and got_c == want_c
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pin", [False, True])
 @pytest.mark.parametrize("capacity", [30, 100])
 def test_s3fifod_larger_caches_as_the_reference(capacity, pin):

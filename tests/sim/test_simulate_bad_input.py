@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from tests.sim._traces import ROOT
+from tests.tiers import by_name, unit_rows
 
 CASES = [
     (["-c", "9223372036854775808", "-a", "lru"], "cache size 9223372036854775808 blocks is too large"),
@@ -52,7 +53,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("args,message", CASES, ids=[" ".join(a) for a, _ in CASES])
+@pytest.mark.parametrize("args,message", unit_rows(CASES, 8, first=4, ids=lambda c: " ".join(c[0])))
 def test_simulate_refuses_bad_input_in_one_line(args, message, tmp_path):
     out = tmp_path / "results.txt"
     r = subprocess.run([sys.executable, "-m", "shadow", "simulate", *args, "-o", str(out)],
@@ -77,7 +78,7 @@ COST_TABLES = [
 ]
 
 
-@pytest.mark.parametrize("name,data,words", COST_TABLES, ids=[c[0] for c in COST_TABLES])
+@pytest.mark.parametrize("name,data,words", unit_rows(COST_TABLES, 7, ids=by_name))
 def test_a_bad_cost_table_is_named_with_its_line(name, data, words, tmp_path):
     table = tmp_path / "costs.txt"
     table.write_bytes(data)

@@ -97,6 +97,7 @@ def _state(sim, adms):
     return res, per, resident, [run.reserved for run in sim.runs]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(4))
 def test_live_batch_equals_one_request_at_a_time(seed):
     specs = [CacheSpec(p, c) for p in POLICIES for c in (6, 24)]

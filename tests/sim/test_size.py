@@ -30,6 +30,7 @@ def test_size_hand_traced():
     assert p.order() == [4, 5]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("capacity", [100, 1000, 10000])
 def test_size_same_gets_as_libcachesim_on_the_conversation_trace(capacity):
     stream = conversation_gets()

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from shadow.sim.registry import make_policy, policy_specs
+from tests.tiers import unit_rows
 
 INT32_MAX = 2**31 - 1
 
@@ -57,8 +58,8 @@ def _random_trace(seed: int, n_req: int = 900) -> list[list[int]]:
 
 # ---- through both serve loops, vs the pure-Python references --------------------------------
 
-@pytest.mark.parametrize("name,params", _POLICIES)
-@pytest.mark.parametrize("capacity", [7, 40])
+@pytest.mark.parametrize("name,params", unit_rows(_POLICIES, 10))
+@pytest.mark.parametrize("capacity", unit_rows([7, 40], 2))
 def test_policies_exact_with_ids_widening_mid_run(name, params, capacity):
     from tests.sim.policy_mixin import run_both
 
@@ -94,6 +95,7 @@ def _run_sim(specs, trace, pin: bool = True):
     return sim, per_batch
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("capacity", [20_000, 33_000])
 def test_large_caches_widen_mid_run_with_the_same_decisions(capacity):
     # NOTE: 20k slots: the resident table reads keys back from slot_ids on deletion (no
@@ -125,7 +127,7 @@ def test_large_caches_widen_mid_run_with_the_same_decisions(capacity):
 # ---- one policy, driven directly: widening with free slots and pins in place ------------------
 
 @pytest.mark.parametrize("name,params", _ID_BLIND)
-@pytest.mark.parametrize("big", [INT32_MAX - 2, 2**32 + 7, 2**62])
+@pytest.mark.parametrize("big", unit_rows([INT32_MAX - 2, 2**32 + 7, 2**62], 3, first=2))
 def test_direct_widening_with_free_slots_and_pins(name, params, big):
     rng = np.random.default_rng(11)
     cap = 24

@@ -34,6 +34,7 @@ def test_slru_remainder_goes_to_low_segments():
     assert make_policy("slru", 2).seg_sizes == [1, 1, 0, 0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("capacity", [20, 32, 48])
 def test_slru_same_hits_as_libcachesim_larger_caches(capacity, seed):

@@ -12,6 +12,7 @@ import pytest
 from shadow.errors import ShadowError
 from shadow.sim.tiers import model as T
 from tests.sim._traces import read_jsonl, CONVERSATION
+from tests.tiers import unit_rows
 
 
 # --- vLLM's manager behind the tier's interface ------------------------------------------------
@@ -114,6 +115,7 @@ def _streams():
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", T.TIER_POLICIES)
 @pytest.mark.parametrize("k,threshold", [(1, 0), (2, 0), (1, 2), (4, 3)])
 def test_equals_vllm_manager_per_request(policy, k, threshold):
@@ -271,8 +273,8 @@ def test_kv_bytes_per_block_by_hand(tmp_path):
 # --- the compiled tier (shadow/sim/tiers/loop.pyx) against this reference -----------------------
 
 @pytest.mark.parametrize("policy", T.TIER_POLICIES)
-@pytest.mark.parametrize("k,threshold,tracker", [(1, 0, 50), (2, 0, 50), (1, 2, 50), (4, 3, 7),
-                                                 (1, 2, 3)])
+@pytest.mark.parametrize("k,threshold,tracker", unit_rows([(1, 0, 50), (2, 0, 50), (1, 2, 50), (4, 3, 7),
+                                                 (1, 2, 3)], 5, first=3))
 def test_compiled_tier_equals_the_reference_per_request(policy, k, threshold, tracker):
     from shadow.sim.tiers.loop import ChunkTier
     for name, reqs in _streams():

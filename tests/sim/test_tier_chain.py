@@ -12,6 +12,7 @@ import pytest
 from shadow.errors import ShadowError
 from shadow.sim.tiers import model as T
 from tests.sim.test_tier import Gpu, VllmTier, _streams
+from tests.tiers import unit_rows
 
 
 def _chain(cpu: int, disk: int, cpu_policy: str = "lru", disk_policy: str = "lru",
@@ -268,6 +269,7 @@ class VllmChain(VllmTier):
         self.m.shutdown()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", T.TIER_POLICIES)
 def test_equals_vllm_tiering_manager_per_request(policy, tmp_path):
     pytest.importorskip("vllm.v1.kv_offload.tiering.fs.manager")
@@ -292,9 +294,9 @@ def test_equals_vllm_tiering_manager_per_request(policy, tmp_path):
 
 # --- the compiled chain (shadow/sim/tiers/loop.pyx) against this reference ----------------------
 
-@pytest.mark.parametrize("cpu_policy,disk_policy", [("lru", "lru"), ("arc", "lru"),
-                                                    ("lru", "arc"), ("arc", "arc")])
-@pytest.mark.parametrize("k", [1, 2])
+@pytest.mark.parametrize("cpu_policy,disk_policy", unit_rows([("lru", "lru"), ("arc", "lru"),
+                                                    ("lru", "arc"), ("arc", "arc")], 4))
+@pytest.mark.parametrize("k", unit_rows([1, 2], 2))
 def test_compiled_chain_equals_the_reference_per_request(cpu_policy, disk_policy, k):
     from shadow.sim.tiers.loop import ChunkChain, ChunkTier
     gave_up = 0
@@ -365,7 +367,7 @@ def test_simulate_chain_bytes_and_two_hop_load_time(tmp_path):
     assert float(kv["tier2_load_s"]) == pytest.approx(4000 / 1e9 + 4000 / 2e9)
 
 
-@pytest.mark.parametrize("text,words", [
+@pytest.mark.parametrize("text,words", unit_rows([
     ("disk:8blk:lru>cpu:4blk:lru", "a chain starts with the cpu tier"),
     ("cpu:4blk:lru>cpu:8blk:lru", "tier 2 of a chain is disk"),
     ("cpu:4blk:lru>ssd:8blk:lru", "unknown medium 'ssd'"),
@@ -373,7 +375,7 @@ def test_simulate_chain_bytes_and_two_hop_load_time(tmp_path):
     ("cpu:4blk:lru>disk:1blk:lru:chunk=2", "differs from the cpu tier's"),
     ("cpu:8blk:lru:chunk=2>disk:1blk:lru", "smaller than one offload chunk"),
     ("cpu:4blk:lru>disk:1g:lru", "needs the bytes of a KV block"),
-])
+], 4))
 def test_simulate_bad_chain_is_one_line(tmp_path, text, words):
     import subprocess
     import sys
@@ -391,6 +393,7 @@ def test_simulate_bad_chain_is_one_line(tmp_path, text, words):
 
 # --- shadow sweep --tier CPU>DISK --------------------------------------------------------------
 
+@pytest.mark.slow
 def test_sweep_chain_cells_equal_simulate_and_plot(tmp_path):
     import csv
     from shadow.sim.tiers.run import TIER2_KEYS, TIER_KEYS

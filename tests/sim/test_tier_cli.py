@@ -12,6 +12,7 @@ import pytest
 from shadow.sim.core.results import EXTRA_KEYS, RESULT_KEYS
 from shadow.sim.tiers.run import TIER_KEYS
 from tests.sim.test_timing import _recording, _simulate
+from tests.tiers import unit_rows
 
 # B = 4 tokens per block.  A and C share blocks 1-4 (17 prompt tokens: 4 full blocks); B pushes
 # them out of a 4-block GPU cache; the tier still holds them when C comes.
@@ -95,7 +96,7 @@ def test_bytes_from_a_config(tmp_path):
     assert float(kv["tier_load_s"]) == pytest.approx(4 * per_block / 50e9, rel=1e-3)
 
 
-@pytest.mark.parametrize("args,words", [
+@pytest.mark.parametrize("args,words", unit_rows([
     (["--tier", "cpu:3blk:lru:chunk=4"], "smaller than one offload chunk"),
     (["--tier", "cpu:1g:lru"], "needs the bytes of a KV block"),
     (["--tier", "nvram:1g:lru"], "unknown medium"),
@@ -106,7 +107,7 @@ def test_bytes_from_a_config(tmp_path):
     (["--tier", "cpu:8blk:lru", "-a", "belady"], "cannot run belady"),
     (["--tier", "cpu:8blk:lru", "--lookup", "prompt"], "--lookup vllm"),
     (["--tier", "cpu:1g:lru", "--kv-config", "/nonexistent.json"], "cannot read it"),
-])
+], 5))
 def test_bad_tier_input_is_one_line(tmp_path, args, words):
     t = _recording(tmp_path / "t.lcp", ABC)
     out = tmp_path / "out.txt"

@@ -16,6 +16,7 @@ from shadow.cli import cli
 from shadow.sim.registry import policy_specs
 from shadow.trace import Batch, LcpWriter
 from shadow.trace.format import RECORD_DTYPE
+from tests.tiers import unit_rows
 
 B = 4   # tokens per block
 
@@ -118,6 +119,7 @@ def test_every_online_policy_runs(tmp_path):
     assert {a for a, _ in timed} == set(online)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reqs,args,words", [
     (OVERLAP, ["-a", "belady"], r"--timing recorded cannot run belady"),
     (OVERLAP, ["-a", "lru", "--lookup", "prompt"], r"--timing recorded uses vLLM's block rules"),
@@ -260,7 +262,7 @@ def test_model_timing_equals_recorded_on_the_modelled_times(tmp_path):
                                      for k, v in recorded.items()}, out
 
 
-@pytest.mark.parametrize("service,words", [
+@pytest.mark.parametrize("service,words", unit_rows([
     ("prefill=0", r"--service: prefill must be a positive number, got '0'"),
     ("decode=fast", r"--service: decode must be a positive number, got 'fast'"),
     ("concurrency=2.5", r"--service: concurrency must be a positive integer, got '2.5'"),
@@ -272,7 +274,7 @@ def test_model_timing_equals_recorded_on_the_modelled_times(tmp_path):
     ("fit:{bad},decode=2", r"the fitted prefill model needs finite a, b, d >= 0"),
     ("fit:{none}", r"the report has no fitted prefill model"),
     ("fit:{bad},prefill=100", r"prefill and fit: both set the prefill speed"),
-])
+], 6))
 def test_bad_service_refused_in_one_line(tmp_path, service, words):
     import json
     (tmp_path / "bad.json").write_text(json.dumps({"prefill_model": {"coef": [0.1, -0.001]}}))
@@ -288,6 +290,7 @@ def test_bad_service_refused_in_one_line(tmp_path, service, words):
     assert not (tmp_path / "out.txt").exists()
 
 
+@pytest.mark.slow
 def test_service_outside_timing_model_is_refused(tmp_path):
     trace = _arrivals(tmp_path / "t.lcp", [(0, 9, 4, [1, 2, 3])])
     r = subprocess.run([sys.executable, "-m", "shadow", "simulate", "-t", trace, "-c", "8",

@@ -41,6 +41,7 @@ def test_twoq_hand_traced():
     assert p.py_evict() == 2               # Ain at its size: Am's LRU tail
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("capacity", [20, 32, 48])
 def test_twoq_same_hits_as_libcachesim_larger_caches(capacity, seed):

@@ -18,6 +18,7 @@ from shadow.sim.reference.loop import RefCache  # noqa: E402
 from shadow.sim.registry import policy_specs  # noqa: E402
 from tests.sim._traces import next_access, random_trace  # noqa: E402
 from tests.sim.policy_mixin import run_both  # noqa: E402
+from tests.tiers import unit_rows
 
 def _make(cls_name: str):
     cls = getattr(lcs, cls_name)
@@ -135,8 +136,8 @@ def _lcs_hits(name: str, capacity: int, trace):
             for s in (ref.serve(r, n) for r, n in zip(trace, nxt))], ref.stats()
 
 
-@pytest.mark.parametrize("seed", range(6))
-@pytest.mark.parametrize("capacity", [4, 9, 23])
+@pytest.mark.parametrize("seed", unit_rows(range(6), 6))
+@pytest.mark.parametrize("capacity", unit_rows([4, 9, 23], 3, first=1))
 @pytest.mark.parametrize("name", sorted(LIBCACHESIM))
 def test_same_per_request_hits_as_libcachesim(name, capacity, seed):
     rng = np.random.default_rng(seed)

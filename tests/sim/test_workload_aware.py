@@ -13,6 +13,7 @@ from shadow.sim.reference.loop import Acc, Arrival, Ctx
 from shadow.sim.registry import make_policy
 from tests.sim._traces import session_trace
 from tests.sim.policy_mixin import PolicyMixin, run_both
+from tests.tiers import unit_rows
 
 NAME = "workload_aware"
 
@@ -23,8 +24,8 @@ class TestWorkloadAware(PolicyMixin):
 
 @pytest.mark.parametrize("category", ["type+first-turn", "type+turn", "none"])
 @pytest.mark.parametrize("pin", [True, False])
-@pytest.mark.parametrize("capacity", [3, 8, 20, 64])
-@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("capacity", unit_rows([3, 8, 20, 64], 4, first=1))
+@pytest.mark.parametrize("seed", unit_rows([1, 2], 2))
 def test_session_traces_follow_the_reference(seed, capacity, pin, category):
     reqs, rec = session_trace(np.random.default_rng(seed), 160)
     got, want, gc, wc, sim, ref = run_both(NAME, "", capacity, reqs, pin=pin, records=rec,
@@ -159,6 +160,7 @@ def test_pinned_candidates_are_skipped():
     assert p.py_evict() in (1, 2)                 # everything pinned: best effort
 
 
+@pytest.mark.slow
 def test_a_trace_without_categories_warns_once_and_runs(tmp_path):
     import subprocess
     import sys

@@ -133,6 +133,7 @@ def test_bad_parameters(params, message):
         make_policy("wtinylfu", 100, params)
 
 
+@pytest.mark.slow
 def test_cli_refuses_a_bad_window_in_one_line(tmp_path):
     out = tmp_path / "results.txt"
     r = subprocess.run([sys.executable, "-m", "shadow", "simulate", "-c", "8k", "-a", "wtinylfu",
@@ -149,6 +150,7 @@ def test_cli_refuses_a_bad_window_in_one_line(tmp_path):
 LCS_EXACT_CAPS = [101, 126, 202]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("order", ["prefix-order", "deepest-first"])
 @pytest.mark.parametrize("seed", range(2))
 @pytest.mark.parametrize("capacity", LCS_EXACT_CAPS)
@@ -170,6 +172,7 @@ def test_same_hits_as_libcachesim(capacity, seed, order):
     assert got_c["n_eviction"] > 0 and sum(h for h, _, _ in got) > 0
 
 
+@pytest.mark.slow
 def test_same_hits_as_libcachesim_through_a_halving():
     # 32 * 100 = 3200 main hits within the trace: the halving is on the compared path
     lcs_test = pytest.importorskip("tests.sim.test_vs_libcachesim")

@@ -39,6 +39,7 @@ def test_algo_params_common_and_per_policy():
         _split_algos(("lru",), ("x",))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, message", [
     (["sweep", "-t", "x.jsonl", "-a", "lru", "-c", "1k:2k", "--out", "{d}"], "bad cache-size range '1k:2k'"),
     (["sweep", "-a", "lru", "-c", "1k", "--out", "{d}"], "no trace given"),

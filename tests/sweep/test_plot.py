@@ -39,6 +39,7 @@ def sweep_dir(tmp_path):
     return out
 
 
+@pytest.mark.slow
 def test_one_png_per_trace_and_cost_model(sweep_dir, tmp_path):
     paths = plot_sweep(sweep_dir / "results.csv", tmp_path / "plots", bytes_per_block=1536 * 1024)
     assert sorted(p.name for p in paths) == ["a.jsonl__position.png", "a.jsonl__uniform.png",
@@ -48,6 +49,7 @@ def test_one_png_per_trace_and_cost_model(sweep_dir, tmp_path):
     assert sorted(x.name for x in (tmp_path / "plots").iterdir()) == sorted(p.name for p in paths)
 
 
+@pytest.mark.slow
 def test_plot_cli_default_out_dir_and_output(sweep_dir):
     res = CliRunner().invoke(plot, [str(sweep_dir), "--bytes-per-block", "1536k", "--dpi", "60"])
     assert res.exit_code == 0, res.output

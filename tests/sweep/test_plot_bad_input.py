@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.tiers import by_name, unit_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 COLUMNS = ("trace,algo,params,cache_size,cost_model,pin,replay_order,block_id,trace_path,n_req,"
@@ -80,7 +81,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("name,data,words", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("name,data,words", unit_rows(CASES, 15, ids=by_name))
 def test_plot_refuses_a_bad_csv_in_one_line(name, data, words, tmp_path):
     csv_path = tmp_path / "results.csv"
     csv_path.write_bytes(data)
@@ -106,7 +107,7 @@ ARGS = [
 ]
 
 
-@pytest.mark.parametrize("name,args,words", ARGS, ids=[c[0] for c in ARGS])
+@pytest.mark.parametrize("name,args,words", unit_rows(ARGS, 8, ids=by_name))
 def test_plot_refuses_bad_arguments(name, args, words, tmp_path):
     for sub in ("empty", "dir/results.csv", "good"):
         (tmp_path / sub).mkdir(parents=True)
@@ -120,6 +121,7 @@ def test_plot_refuses_bad_arguments(name, args, words, tmp_path):
     assert _listing(tmp_path) == before
 
 
+@pytest.mark.slow
 def test_a_byte_order_mark_and_empty_figures_are_accepted(tmp_path):
     """A CSV saved with a BOM plots; an empty ratio or hole value is a figure not reported."""
     (tmp_path / "results.csv").write_bytes(b"\xef\xbb\xbf" + _csv(_row("arc", holes="", prefix="")))

@@ -38,6 +38,7 @@ def _cells(traces, caps=(1024, 4096, 16384)):
     return plan_cells(traces, [("lru", ""), ("s3fifo", ""), ("belady", "")], caps, ["uniform", "position"])
 
 
+@pytest.mark.slow
 def test_serial_and_process_pool_give_identical_csvs(tmp_path, traces, calls):
     cells = _cells(traces)
     r1 = run_sweep(cells, tmp_path / "serial", SerialExecutor(), standin_cell, progress=False)
@@ -49,6 +50,7 @@ def test_serial_and_process_pool_give_identical_csvs(tmp_path, traces, calls):
     assert str(os.getpid()) in pids and len(pids) >= 2  # the pool really ran elsewhere
 
 
+@pytest.mark.slow
 def test_resume_runs_only_the_missing_cells(tmp_path, traces, calls):
     out = tmp_path / "out"
     first = _cells(traces, caps=(1024, 4096))
@@ -73,6 +75,7 @@ def test_resume_runs_only_the_missing_cells(tmp_path, traces, calls):
     assert (rep.n_skipped, rep.n_run) == (36, 0) and _ran(calls) == []
 
 
+@pytest.mark.slow
 def test_a_failing_cell_is_reported_and_the_others_complete(tmp_path, traces, calls):
     cells = _cells([*traces, str(tmp_path / "missing.jsonl")], caps=(1024,))
     lines: list[str] = []
@@ -86,6 +89,7 @@ def test_a_failing_cell_is_reported_and_the_others_complete(tmp_path, traces, ca
     assert len(csv_lines) == 1 + 12 and "missing.jsonl" not in rep.csv_path.read_text()
 
 
+@pytest.mark.slow
 def test_a_crashing_worker_fails_only_its_own_cell(tmp_path, traces, calls):
     crash = tmp_path / "crash.jsonl"
     crash.write_text("crash\n")

@@ -16,6 +16,7 @@ import pytest
 
 from shadow.sweep.plan import plan_cells
 from shadow.sweep.store import SweepDir
+from tests.tiers import by_name, unit_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -66,6 +67,7 @@ def done(tmp_path):
     return sd, cells, args
 
 
+@pytest.mark.slow
 def test_resuming_a_whole_sweep_runs_nothing(done):
     sd, cells, args = done
     r = _sweep(*args)
@@ -126,7 +128,7 @@ CELL_DAMAGE = [
 ]
 
 
-@pytest.mark.parametrize("name,text,words", CELL_DAMAGE, ids=[c[0] for c in CELL_DAMAGE])
+@pytest.mark.parametrize("name,text,words", unit_rows(CELL_DAMAGE, 12, ids=by_name))
 def test_a_damaged_cell_file_is_named_with_its_line(name, text, words, done):
     sd, cells, args = done
     path = sd.cell_path(cells[0])
@@ -181,8 +183,7 @@ OPTIONS = [
 ]
 
 
-@pytest.mark.parametrize("name,extra,words", OPTIONS,
-                         ids=[(c.values if hasattr(c, "values") else c)[0] for c in OPTIONS])
+@pytest.mark.parametrize("name,extra,words", unit_rows(OPTIONS, 10, first=3, ids=by_name))
 def test_bad_options_are_refused_before_any_cell(name, extra, words, tmp_path, without=None):
     trace = tmp_path / "t.jsonl"
     trace.write_text('{"timestamp": 1, "hash_ids": [1, 2]}\n')
@@ -204,8 +205,7 @@ WITHOUT_RAY_OPTIONS = [
 ]
 
 
-@pytest.mark.parametrize("name,extra,words", WITHOUT_RAY_OPTIONS,
-                         ids=[c[0] for c in WITHOUT_RAY_OPTIONS])
+@pytest.mark.parametrize("name,extra,words", unit_rows(WITHOUT_RAY_OPTIONS, 2, ids=by_name))
 def test_ray_asked_for_where_it_is_not_installed(name, extra, words, tmp_path):
     test_bad_options_are_refused_before_any_cell(name, extra, words, tmp_path, without=WITHOUT_RAY)
 
@@ -218,7 +218,7 @@ DAMAGED_TRACES = [
 ]
 
 
-@pytest.mark.parametrize("name,file,words", DAMAGED_TRACES, ids=[c[0] for c in DAMAGED_TRACES])
+@pytest.mark.parametrize("name,file,words", unit_rows(DAMAGED_TRACES, 4, first=1, ids=by_name))
 def test_a_damaged_trace_fails_its_cells_in_one_line_each(name, file, words, tmp_path):
     from tests.trace.bad_inputs import JSONL_CASES, LCP_DAMAGE, damaged, jsonl_file, make_base
 

@@ -29,6 +29,7 @@ def read_rows(path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+@pytest.mark.slow
 def test_unpinned_sweep_reproduces_the_peer_results(trace, tmp_path):
     algos = ["lru", "fifo", "clock", "sieve"]
     proc = shadow("sweep", "-t", trace, "-a", ",".join(algos), "-c", "2k,8k,32k", "--no-pin",
@@ -49,6 +50,7 @@ def test_unpinned_sweep_reproduces_the_peer_results(trace, tmp_path):
         assert r["pin"] == "off" and r["trace"] == "synthetic.lcp.zst" and r["trace_path"] == trace
 
 
+@pytest.mark.slow
 def test_a_missing_trace_fails_its_cells_only(trace, tmp_path):
     missing = tmp_path / "gone.lcp.zst"
     proc = shadow("sweep", "-t", trace, "-t", str(missing), "-a", "lru", "-c", "1k,4k",
@@ -64,6 +66,7 @@ def test_a_missing_trace_fails_its_cells_only(trace, tmp_path):
                                                             ("synthetic.lcp.zst", "4096")]
 
 
+@pytest.mark.slow
 def test_an_unknown_policy_or_cost_model_fails_before_any_cell(trace, tmp_path):
     proc = shadow("sweep", "-t", trace, "-a", "lru,nosuch", "-c", "1k", "--out", str(tmp_path / "s"))
     assert proc.returncode == 2 and "unknown policy 'nosuch'" in proc.stderr
@@ -104,6 +107,7 @@ def test_killed_sweep_resumes_with_only_the_missing_cells(trace, tmp_path):
     assert (out / "results.csv").read_bytes() == (tmp_path / "fresh" / "results.csv").read_bytes()
 
 
+@pytest.mark.slow
 def test_plot_a_real_sweep(trace, tmp_path):
     import matplotlib.image
 
@@ -122,6 +126,7 @@ def test_plot_a_real_sweep(trace, tmp_path):
         assert img.shape[0] > 300 and img.shape[1] > 600 and img.std() > 0.01
 
 
+@pytest.mark.slow
 def test_sweep_cells_equal_shadow_simulate(trace, tmp_path):
     algos = ",".join(["lru", "s3fifo", "belady"])
     common = ["-t", trace, "-a", algos, "--cost-model", "position", "--algo-params", "lru:"]

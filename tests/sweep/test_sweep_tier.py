@@ -13,8 +13,10 @@ from shadow.sweep.plan import Cell  # noqa: E402
 from shadow.sweep.store import parse_result_line  # noqa: E402
 from tests.sim.test_timing import _overlapping, _recording  # noqa: E402
 from tests.sweep.test_sweep_timing import shadow  # noqa: E402
+from tests.tiers import unit_rows
 
 
+@pytest.mark.slow
 def test_tier_cells_equal_simulate_and_plot(tmp_path):
     trace = _recording(tmp_path / "r.lcp", _overlapping(200, 7))
     tier = "cpu:4k,16k:lru:chunk=2"              # bytes: 4 KiB, 16 KiB of 256-byte blocks
@@ -52,14 +54,14 @@ def test_a_cell_without_a_tier_keeps_its_key():
     assert tiered.digest != cell.digest and Cell.from_key(tiered.key()) == tiered
 
 
-@pytest.mark.parametrize("args,words", [
+@pytest.mark.parametrize("args,words", unit_rows([
     (["-a", "belady", "--tier", "cpu:8kblk:lru"], "--tier cannot run belady"),
     (["-a", "lru", "--tier", "cpu:1g:lru"], "needs the bytes of a KV block"),
     (["-a", "lru", "--tier", "cpu:3blk:lru:chunk=4"], "smaller than one offload chunk"),
     (["-a", "lru", "--bytes-per-block", "100"], "no --tier given"),
     (["-a", "lru", "--tier", "ssd:1g:lru"], "unknown medium"),
     (["-a", "lru", "--tier", "cpu:1g:lru", "--kv-config", "/nonexistent/c.json"], "no such file"),
-])
+], 6))
 def test_bad_tier_refused_before_any_cell(tmp_path, args, words):
     trace = _recording(tmp_path / "r.lcp", _overlapping(20, 7))
     proc = shadow("sweep", "-t", trace, "-c", "8", *args, "--out", str(tmp_path / "s"))

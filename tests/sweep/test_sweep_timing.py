@@ -24,6 +24,7 @@ def shadow(*args: str) -> subprocess.CompletedProcess:
                           timeout=300, cwd=ROOT)
 
 
+@pytest.mark.slow
 def test_timing_cells_equal_simulate(tmp_path):
     trace = _recording(tmp_path / "r.lcp", _overlapping(200, 7))
     svc = "prefill=2000,decode=50,concurrency=3"
@@ -60,6 +61,7 @@ def test_a_serial_cell_keeps_the_key_it_had_before_timing():
     assert Cell.from_key(timed.key()) == timed
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args,words", [
     (["-a", "belady", "--timing", "recorded"], "--timing recorded and model cannot run belady"),
     (["-a", "lru", "--service", "decode=2"], "--service is --timing model's"),

@@ -18,6 +18,7 @@ def shadow(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
                           cwd=cwd or REPO, timeout=300)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cmd", ["convert", "stat"])
 def test_help(cmd):
     r = shadow(cmd, "--help")
@@ -26,6 +27,7 @@ def test_help(cmd):
     assert "--allow-truncated" in r.stdout and "--block-id" in r.stdout
 
 
+@pytest.mark.slow
 def test_convert_and_stat(tmp_path, synthetic_jsonl):
     out = tmp_path / "s.lcp.zst"
     r = shadow("convert", str(synthetic_jsonl), str(out))
@@ -54,6 +56,7 @@ def _one_line_error(r: subprocess.CompletedProcess, *fragments: str) -> None:
     assert "Traceback" not in r.stderr
 
 
+@pytest.mark.slow
 def test_bad_jsonl_line(tmp_path):
     src = tmp_path / "bad.jsonl"
     src.write_text('{"timestamp": 0, "hash_ids": [1]}\n{"timestamp": 1, "hash_ids": [1,\n')
@@ -62,6 +65,7 @@ def test_bad_jsonl_line(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl"]
 
 
+@pytest.mark.slow
 def test_truncated_lcp_errors_and_allow_truncated(tmp_path, synthetic_lcp):
     data = synthetic_lcp.read_bytes()
     cut = tmp_path / "cut.lcp.zst"
@@ -78,6 +82,7 @@ def test_truncated_lcp_errors_and_allow_truncated(tmp_path, synthetic_lcp):
     assert not (tmp_path / "o.lcp").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("content,fragment", [
     (b"", "empty file"),
     (b"\x00\x01\x02garbage", "not a trace"),
@@ -91,6 +96,7 @@ def test_bad_files(tmp_path, content, fragment):
     _one_line_error(shadow("convert", str(p), str(tmp_path / "y.jsonl")), fragment)
 
 
+@pytest.mark.slow
 def test_usage_errors(tmp_path):
     _one_line_error(shadow("stat", str(tmp_path / "missing.lcp")), "no such file")
     r = shadow("convert", "only-one")
@@ -100,6 +106,7 @@ def test_usage_errors(tmp_path):
     _one_line_error(shadow("convert", str(src), str(tmp_path / "out.bin")), "output format")
 
 
+@pytest.mark.slow
 def test_convert_frame_size(tmp_path, synthetic_jsonl):
     from shadow.trace import LcpReader
     from shadow.trace.format import HEADER_FRAME_SIZE, ZSTD_MAGIC
@@ -121,6 +128,7 @@ def test_convert_frame_size(tmp_path, synthetic_jsonl):
     _one_line_error(r, "bad frame size 'lots'")
 
 
+@pytest.mark.slow
 def test_openblas_threads_default_and_override():
     """`shadow` keeps numpy's spinning OpenBLAS workers off the decoder's cores unless told otherwise."""
     code = ("import os, sys\n"

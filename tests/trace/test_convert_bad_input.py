@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.trace import bad_inputs as bi
+from tests.tiers import by_name, unit_rows
 
 
 def _refused_and_nothing_written(tmp_path, args: list[str], words: list[str]) -> None:
@@ -16,19 +17,20 @@ def _refused_and_nothing_written(tmp_path, args: list[str], words: list[str]) ->
     assert bi.listing(tmp_path) == before
 
 
-@pytest.mark.parametrize("out", ["out.lcp.zst", "out.jsonl"])
-@pytest.mark.parametrize("name,damage", bi.LCP_DAMAGE, ids=bi.ids(bi.LCP_DAMAGE))
+@pytest.mark.parametrize("out", unit_rows(["out.lcp.zst", "out.jsonl"], 2))
+@pytest.mark.parametrize("name,damage", unit_rows(bi.LCP_DAMAGE, 27, ids=by_name))
 def test_damaged_lcp(name, damage, out, lcp_base, tmp_path):
     path, words = bi.damaged(tmp_path, lcp_base, damage)
     _refused_and_nothing_written(tmp_path, [str(path), str(tmp_path / out)], words)
 
 
-@pytest.mark.parametrize("name,damage", bi.ZST_DAMAGE, ids=bi.ids(bi.ZST_DAMAGE))
+@pytest.mark.parametrize("name,damage", unit_rows(bi.ZST_DAMAGE, 6, ids=by_name))
 def test_damaged_lcp_zst(name, damage, lcp_base, tmp_path):
     path, words = bi.damaged(tmp_path, lcp_base, damage, "bad.lcp.zst")
     _refused_and_nothing_written(tmp_path, [str(path), str(tmp_path / "out.lcp")], words)
 
 
+@pytest.mark.slow
 def test_indexed_frames_with_right_checksums(tmp_path):
     path, words = bi.writer_made(tmp_path)
     _refused_and_nothing_written(tmp_path, [str(path), str(tmp_path / "out.lcp")], words)
@@ -39,7 +41,7 @@ SEGMENT_DAMAGE = [(n, d) for n, d in bi.LCP_DAMAGE if n in (
     "cut inside a request", "flag bit 4")]
 
 
-@pytest.mark.parametrize("name,damage", SEGMENT_DAMAGE, ids=bi.ids(SEGMENT_DAMAGE))
+@pytest.mark.parametrize("name,damage", unit_rows(SEGMENT_DAMAGE, 6, first=3, ids=by_name))
 def test_damaged_second_segment(name, damage, lcp_base, tmp_path):
     first = tmp_path / "seg1.lcp"
     first.write_bytes(lcp_base.data)
@@ -48,7 +50,7 @@ def test_damaged_second_segment(name, damage, lcp_base, tmp_path):
                                  words)
 
 
-@pytest.mark.parametrize("name,line,options,words", bi.JSONL_CASES, ids=bi.ids(bi.JSONL_CASES))
+@pytest.mark.parametrize("name,line,options,words", unit_rows(bi.JSONL_CASES, 30, ids=by_name))
 def test_hostile_jsonl(name, line, options, words, tmp_path):
     src = bi.jsonl_file(tmp_path, line)
     _refused_and_nothing_written(tmp_path, [*options, str(src), str(tmp_path / "o.lcp.zst")],
@@ -87,7 +89,7 @@ ARGS = [
 ]
 
 
-@pytest.mark.parametrize("name,args,words", ARGS, ids=bi.ids(ARGS))
+@pytest.mark.parametrize("name,args,words", unit_rows(ARGS, 11, first=5, ids=by_name))
 def test_bad_arguments(name, args, words, lcp_base, tmp_path):
     from shadow.trace import LcpWriter
 

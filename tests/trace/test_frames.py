@@ -27,6 +27,7 @@ from shadow.trace.format import (
 from shadow.trace.frames import FrameEntry, pack_entry, parse_entry
 from shadow.trace import zstd_direct
 from shadow.trace.reader import DECODE_THREADS_ENV, default_decode_threads
+from tests.tiers import unit_rows
 
 
 @pytest.fixture(autouse=True, params=["libzstd", "python-zstandard"])
@@ -117,8 +118,8 @@ def _walk(path) -> list[tuple[int, FrameEntry]]:
 
 
 # -- layout -----------------------------------------------------------------------------------
-@pytest.mark.parametrize("frame_bytes", [1, 200, 1000, 7777, 1 << 20])
-@pytest.mark.parametrize("slices", [1, 7])
+@pytest.mark.parametrize("frame_bytes", unit_rows([1, 200, 1000, 7777, 1 << 20], 5, first=2))
+@pytest.mark.parametrize("slices", unit_rows([1, 7], 2, first=1))
 def test_round_trip_and_index(tmp_path, frame_bytes, slices):
     batch = _trace(300, seed=frame_bytes)
     path = tmp_path / "t.lcp.zst"
@@ -143,6 +144,7 @@ def test_round_trip_and_index(tmp_path, frame_bytes, slices):
     assert read_header(str(path)).n_requests == 300
 
 
+@pytest.mark.slow
 def test_parallel_equals_sequential_batches(tmp_path):
     batch = _trace(3000, seed=5)
     path = tmp_path / "t.lcp.zst"
@@ -155,6 +157,7 @@ def test_parallel_equals_sequential_batches(tmp_path):
         assert r.n_frames_parallel > 20
 
 
+@pytest.mark.slow
 def test_single_frame_file_still_reads(tmp_path):
     batch = _trace(500, seed=9)
     old, new = tmp_path / "old.lcp.zst", tmp_path / "new.lcp.zst"
@@ -167,6 +170,7 @@ def test_single_frame_file_still_reads(tmp_path):
     assert got == seq_new and r.n_frames_parallel == 0
 
 
+@pytest.mark.slow
 def test_any_zstd_decoder_yields_the_plain_file(tmp_path):
     batch = _trace(800, seed=11)
     z, plain = tmp_path / "t.lcp.zst", tmp_path / "t.lcp"
@@ -192,6 +196,7 @@ def _error(path, **kw):
     return ei.value
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["in_entry", "in_frame", "at_frame", "in_last"])
 def test_truncated_multi_frame_same_as_streaming(tmp_path, where):
     batch = _trace(2000, seed=13)
@@ -216,6 +221,7 @@ def test_truncated_multi_frame_same_as_streaming(tmp_path, where):
     assert r.truncated and (reqs, nxt) == tuple(x[:done] for x in _lists(batch))
 
 
+@pytest.mark.slow
 def test_corrupt_frame_data_same_error_as_streaming(tmp_path):
     batch = _trace(2000, seed=17)
     path = tmp_path / "t.lcp.zst"
@@ -230,6 +236,7 @@ def test_corrupt_frame_data_same_error_as_streaming(tmp_path):
     assert par.n_complete_requests == seq.n_complete_requests
 
 
+@pytest.mark.slow
 def test_corrupt_index_entry_checksum(tmp_path):
     batch = _trace(2000, seed=19)
     path = tmp_path / "t.lcp.zst"
@@ -248,6 +255,7 @@ def test_corrupt_index_entry_checksum(tmp_path):
     assert r.truncated and len(reqs) == done
 
 
+@pytest.mark.slow
 def test_index_entry_disagreeing_with_its_frame(tmp_path):
     batch = _trace(2000, seed=23)
     path = tmp_path / "t.lcp.zst"
@@ -264,6 +272,7 @@ def test_index_entry_disagreeing_with_its_frame(tmp_path):
     assert err.n_complete_requests == sum(f.n_requests for _, f in frames[:2])
 
 
+@pytest.mark.slow
 def test_index_entry_understating_its_frame_falls_back_to_streaming(tmp_path):
     batch = _trace(2000, seed=31)
     path = tmp_path / "t.lcp.zst"
@@ -294,6 +303,7 @@ def test_entry_size_invariant_checked():
 
 
 # -- writers that stop early --------------------------------------------------------------------
+@pytest.mark.slow
 def test_open_writer_partial_file_reads_through_the_open_frame(tmp_path):
     batch = _trace(600, seed=29)
     path = tmp_path / "live.lcp.zst"
@@ -327,6 +337,7 @@ _CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_kill_9_leaves_frames_and_flushed_requests_readable(tmp_path):
     path = tmp_path / "seg.lcp.zst"
     p = subprocess.Popen([sys.executable, "-c", _CHILD, str(path)], stdin=subprocess.PIPE,
@@ -376,6 +387,7 @@ def test_decode_threads_default_and_override(monkeypatch):
         default_decode_threads()
 
 
+@pytest.mark.slow
 def test_decode_threads_preferred_by_a_caller(monkeypatch, tmp_path):
     monkeypatch.delenv(DECODE_THREADS_ENV, raising=False)
     assert default_decode_threads(prefer=1) == 1

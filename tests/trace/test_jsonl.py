@@ -36,6 +36,7 @@ def _brute_next(reqs):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which,counts", [
     ("synthetic", (3993, 121877, 43924, 374, 0.639604)),
     ("conversation", (12031, 288500, 182790, 247, 0.366410)),
@@ -60,6 +61,7 @@ def test_mooncake_exact_counts(tmp_path, request, which, counts, synthetic_jsonl
     assert s_raw["unique_blocks"] == n_uniq
 
 
+@pytest.mark.slow
 def test_next_access_matches_brute_force(synthetic_jsonl, tmp_path):
     lines = synthetic_jsonl.read_text().splitlines()[:150]
     src = tmp_path / "s.jsonl"
@@ -175,6 +177,7 @@ def _canon(path):
     return [json.loads(x) for x in path.read_text().splitlines()]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ext", [".lcp", ".lcp.zst"])
 def test_round_trip_jsonl_lcp_jsonl(tmp_path, synthetic_jsonl, ext):
     a = tmp_path / ("a" + ext)
@@ -204,6 +207,7 @@ _row = st.fixed_dictionaries(
               "input_length": st.integers(0, 4000), "output_length": st.integers(0, 400)})
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=st.lists(_row, min_size=1, max_size=30), zst=st.booleans())
 def test_hypothesis_round_trip(tmp_path_factory, rows, zst):
@@ -235,6 +239,7 @@ def test_hypothesis_round_trip(tmp_path_factory, rows, zst):
     assert rec2.tobytes() == rec.tobytes()
 
 
+@pytest.mark.slow
 def test_segments_join(tmp_path, synthetic_lcp):
     # split the synthetic trace into two segments (the second unsorted and truncated)
     from shadow.trace import LcpReader, LcpWriter

@@ -70,6 +70,7 @@ def _read_all(path, **kw):
     return reqs, nxt, (np.concatenate(recs) if recs else None)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["t.lcp", "t.lcp.zst"])
 @pytest.mark.parametrize("batch_entries", [1, 2, 3, 1000])
 def test_round_trip(tmp_path, name, batch_entries):
@@ -118,6 +119,7 @@ def test_large_request_gets_its_own_batch(tmp_path):
     assert 5000 in sizes and sum(sizes) == 5003
 
 
+@pytest.mark.slow
 def test_many_chunks(tmp_path):
     rng = np.random.default_rng(1)
     reqs = [list(rng.integers(1, 5000, size=int(rng.integers(0, 300)))) for _ in range(3000)]
@@ -153,6 +155,7 @@ def test_abort_leaves_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["t.lcp", "t.lcp.zst"])
 def test_truncated_plain_and_zstd(tmp_path, name, caplog):
     rng = np.random.default_rng(2)

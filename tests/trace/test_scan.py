@@ -157,6 +157,7 @@ def _dump(row, style):
     return " \t" + json.dumps(row, separators=(",", ":")) + " \r"
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=st.lists(st.tuples(_row, st.integers(0, 3)), min_size=1, max_size=25),
        blank=st.booleans())
@@ -193,6 +194,7 @@ def _reference_intern(reqs, prefix):
     return out, len(multi)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("prefix", [True, False])
 def test_intern_table_across_growth(prefix):
     rng = random.Random(3)

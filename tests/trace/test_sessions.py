@@ -52,6 +52,7 @@ HISTORY = [
 ]
 
 
+@pytest.mark.slow
 def test_chains_branches_shared_system_prompt_and_repeat(tmp_path):
     rec = _records(tmp_path, HISTORY, "--infer-sessions")
     assert rec["chat_id"].tolist() == [1, 2, 3, 4, 5, 6, 7]
@@ -62,12 +63,14 @@ def test_chains_branches_shared_system_prompt_and_repeat(tmp_path):
     assert rec["session_next_req"].tolist() == [2, 3, 4, 6, -1, -1, -1]
 
 
+@pytest.mark.slow
 def test_without_the_option_nothing_is_inferred(tmp_path):
     rec = _records(tmp_path, HISTORY)
     assert (rec["session_id"] == -1).all() and (rec["parent_chat_id"] == -1).all()
     assert (rec["turn"] == 0).all() and (rec["session_next_req"] == -1).all()
 
 
+@pytest.mark.slow
 def test_longest_prefix_wins_over_a_later_shorter_one(tmp_path):
     # P2 continues P1; then Q repeats P1 exactly in blocks with a longer prompt (so it passes the
     # token check and continues P1 too); R continues P2: both P1/Q's and P2's sequences prefix
@@ -83,6 +86,7 @@ def test_longest_prefix_wins_over_a_later_shorter_one(tmp_path):
     assert rec["parent_chat_id"][-1] == 3
 
 
+@pytest.mark.slow
 def test_window_bound_is_an_lru_of_request_ends(tmp_path):
     a, x = _req(1, [1, 2], 1), _req(2, [21, 22], 1)
     b = _req(3, [1, 2, 3, 4], 3)            # continues a
@@ -100,6 +104,7 @@ def test_window_bound_is_an_lru_of_request_ends(tmp_path):
     assert rec["parent_chat_id"].tolist() == [-1, -1, 1, 1, 2]
 
 
+@pytest.mark.slow
 def test_parent_chat_id_chains(tmp_path):
     rows = [{"timestamp": 1, "chat_id": 10, "parent_chat_id": -1, "hash_ids": [1]},
             {"timestamp": 2, "chat_id": 11, "parent_chat_id": 10, "hash_ids": [1, 2]},
@@ -144,6 +149,7 @@ def test_converter_equals_the_streaming_inferrer_and_recovers_ground_truth():
             assert int(wrong.sum()) > summary["n_truncated"]
 
 
+@pytest.mark.slow
 def test_lcp_input_and_jsonl_output(tmp_path):
     rows = _records(tmp_path, HISTORY)            # an lcp without sessions
     src = tmp_path / "t.lcp.zst"
@@ -174,6 +180,7 @@ BAD = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,src,options,words", BAD, ids=bi.ids(BAD))
 def test_bad_input(name, src, options, words, tmp_path):
     d = tmp_path / "in"
@@ -197,6 +204,7 @@ def test_bad_input(name, src, options, words, tmp_path):
     assert bi.listing(tmp_path) == before
 
 
+@pytest.mark.slow
 def test_help_names_the_options():
     r = bi.shadow("convert", "--help")
     assert r.returncode == 0, r.stderr

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.trace import bad_inputs as bi
+from tests.tiers import by_name, unit_rows
 
 pytest.importorskip("shadow.sim.core.loop")
 
@@ -20,6 +21,7 @@ def _simulate(tmp_path, trace, words: list[str], algos: str = "lru,belady") -> N
     assert bi.listing(tmp_path) == before
 
 
+@pytest.mark.slow
 def test_the_base_trace_simulates(lcp_base, tmp_path):
     (tmp_path / "base.lcp").write_bytes(lcp_base.data)
     r = bi.shadow("simulate", "-t", str(tmp_path / "base.lcp"), "-a", "lru,belady", "-c", "4")
@@ -27,18 +29,19 @@ def test_the_base_trace_simulates(lcp_base, tmp_path):
     assert r.stdout.count("RESULT ") == 2
 
 
-@pytest.mark.parametrize("name,damage", bi.LCP_DAMAGE, ids=bi.ids(bi.LCP_DAMAGE))
+@pytest.mark.parametrize("name,damage", unit_rows(bi.LCP_DAMAGE, 27, first=18, ids=by_name))
 def test_damaged_lcp(name, damage, lcp_base, tmp_path):
     path, words = bi.damaged(tmp_path, lcp_base, damage)
     _simulate(tmp_path, path, words, "lru" if "HAS_NEXT_ACCESS" in name else "lru,belady")
 
 
-@pytest.mark.parametrize("name,damage", bi.ZST_DAMAGE, ids=bi.ids(bi.ZST_DAMAGE))
+@pytest.mark.parametrize("name,damage", unit_rows(bi.ZST_DAMAGE, 6, first=4, ids=by_name))
 def test_damaged_lcp_zst(name, damage, lcp_base, tmp_path):
     path, words = bi.damaged(tmp_path, lcp_base, damage, "bad.lcp.zst")
     _simulate(tmp_path, path, words)
 
 
+@pytest.mark.slow
 def test_indexed_frames_with_right_checksums(tmp_path):
     path, words = bi.writer_made(tmp_path)
     _simulate(tmp_path, path, words, "lru")
@@ -47,7 +50,7 @@ def test_indexed_frames_with_right_checksums(tmp_path):
 NUMBERS = [c for c in bi.JSONL_CASES if c[0].startswith(("timestamp", "input_length", "turn"))]
 
 
-@pytest.mark.parametrize("name,line,options,words", NUMBERS, ids=bi.ids(NUMBERS))
+@pytest.mark.parametrize("name,line,options,words", unit_rows(NUMBERS, 31, first=5, ids=by_name))
 def test_hostile_jsonl_numbers(name, line, options, words, tmp_path):
     src = bi.jsonl_file(tmp_path, line)
     if options:
@@ -62,6 +65,7 @@ ORACLE_COUNTS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,damage", ORACLE_COUNTS, ids=bi.ids(ORACLE_COUNTS))
 def test_an_oracle_is_not_sized_by_a_false_count(name, damage, lcp_base, tmp_path):
     """A count that is possible but false: the oracle's next-access pass presizes at most

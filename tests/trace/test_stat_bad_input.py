@@ -7,8 +7,10 @@ from __future__ import annotations
 import pytest
 
 from tests.trace import bad_inputs as bi
+from tests.tiers import by_name, unit_rows
 
 
+@pytest.mark.slow
 def test_the_base_trace_is_valid(lcp_base, tmp_path):
     path = tmp_path / "base.lcp"
     path.write_bytes(lcp_base.data)
@@ -17,7 +19,7 @@ def test_the_base_trace_is_valid(lcp_base, tmp_path):
     assert "requests               12" in r.stdout and "types                  2 (text image)" in r.stdout
 
 
-@pytest.mark.parametrize("name,damage", bi.LCP_DAMAGE, ids=bi.ids(bi.LCP_DAMAGE))
+@pytest.mark.parametrize("name,damage", unit_rows(bi.LCP_DAMAGE, 27, first=9, ids=by_name))
 def test_damaged_lcp(name, damage, lcp_base, tmp_path):
     path, words = bi.damaged(tmp_path, lcp_base, damage)
     before = bi.listing(tmp_path)
@@ -25,17 +27,19 @@ def test_damaged_lcp(name, damage, lcp_base, tmp_path):
     assert bi.listing(tmp_path) == before
 
 
-@pytest.mark.parametrize("name,damage", bi.ZST_DAMAGE, ids=bi.ids(bi.ZST_DAMAGE))
+@pytest.mark.parametrize("name,damage", unit_rows(bi.ZST_DAMAGE, 6, first=2, ids=by_name))
 def test_damaged_lcp_zst(name, damage, lcp_base, tmp_path):
     path, words = bi.damaged(tmp_path, lcp_base, damage, "bad.lcp.zst")
     bi.assert_refused(bi.shadow("stat", "--json", str(path)), words)
 
 
+@pytest.mark.slow
 def test_indexed_frames_with_right_checksums(tmp_path):
     path, words = bi.writer_made(tmp_path)
     bi.assert_refused(bi.shadow("stat", str(path)), words)
 
 
+@pytest.mark.slow
 def test_a_frame_index_entry_claiming_a_huge_frame_is_streamed(lcp_base, tmp_path):
     """Accepted, read by the streaming decoder: under a 2 GiB address-space limit the 1 TiB the
     entry claims is never allocated, and the figures are those of the trace."""
@@ -54,6 +58,7 @@ def test_a_frame_index_entry_claiming_a_huge_frame_is_streamed(lcp_base, tmp_pat
     assert '"requests": 12' in r.stdout and '"block_accesses": 42' in r.stdout
 
 
+@pytest.mark.slow
 def test_a_block_id_of_2_63_is_not_a_request_of_2_63_blocks(lcp_base, tmp_path):
     damage = dict(bi.LCP_DAMAGE)["block id 2**63"]
     path, _ = bi.damaged(tmp_path, lcp_base, damage)
@@ -61,6 +66,7 @@ def test_a_block_id_of_2_63_is_not_a_request_of_2_63_blocks(lcp_base, tmp_path):
     assert "blocks (header" not in r.stderr and "block id 9223372036854775808" in r.stderr
 
 
+@pytest.mark.slow
 def test_allow_truncated_reads_the_prefix_before_the_damage(lcp_base, tmp_path):
     path, _ = bi.damaged(tmp_path, lcp_base, dict(bi.LCP_DAMAGE)["type id past the table"])
     r = bi.shadow("stat", "--allow-truncated", str(path))
@@ -69,7 +75,7 @@ def test_allow_truncated_reads_the_prefix_before_the_damage(lcp_base, tmp_path):
     assert "type id 9 beyond" in r.stderr and "Traceback" not in r.stderr
 
 
-@pytest.mark.parametrize("name,line,options,words", bi.JSONL_CASES, ids=bi.ids(bi.JSONL_CASES))
+@pytest.mark.parametrize("name,line,options,words", unit_rows(bi.JSONL_CASES, 30, first=10, ids=by_name))
 def test_hostile_jsonl(name, line, options, words, tmp_path):
     src = bi.jsonl_file(tmp_path, line)
     before = bi.listing(tmp_path)
@@ -94,7 +100,7 @@ ARGS = [
 ]
 
 
-@pytest.mark.parametrize("name,args,words", ARGS, ids=bi.ids(ARGS))
+@pytest.mark.parametrize("name,args,words", unit_rows(ARGS, 12, first=2, ids=by_name))
 def test_bad_arguments(name, args, words, lcp_base, tmp_path):
     (tmp_path / "base.lcp").write_bytes(lcp_base.data)
     (tmp_path / "empty.lcp").write_bytes(b"")

@@ -19,6 +19,7 @@ def _same(a, b) -> bool:
             and np.array_equal(a.block_ids, b.block_ids) and a.type_names == b.type_names)
 
 
+@pytest.mark.slow
 def test_cli_writes_a_deterministic_file(tmp_path):
     paths = [tmp_path / "a.lcp.zst", tmp_path / "b.lcp", tmp_path / "c.lcp.zst"]
     for p, seed in zip(paths, ("7", "7", "8")):
@@ -112,6 +113,7 @@ BAD = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,args,words", BAD, ids=bi.ids(BAD))
 def test_bad_input(name, args, words, tmp_path):
     r = bi.shadow("synth", *args, cwd=tmp_path)
@@ -119,6 +121,7 @@ def test_bad_input(name, args, words, tmp_path):
     assert bi.listing(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_help():
     r = bi.shadow("synth", "--help")
     assert r.returncode == 0, r.stderr

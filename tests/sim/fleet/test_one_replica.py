@@ -14,6 +14,7 @@ from shadow.sim.timing.service import parse_service
 from shadow.sim.core.simulator import Simulator
 from shadow.sim.timing.run import run_trace_recorded
 from shadow.trace import Batch, LcpWriter, open_trace
+from tests.tiers import unit_rows
 
 SPECS = [CacheSpec("lru", 300), CacheSpec("s3fifo", 300), CacheSpec("arc", 1200),
          CacheSpec("vllm", 600), CacheSpec("sieve", 1200)]
@@ -47,7 +48,7 @@ ROUTABLE = [r for r in ROUTERS if r not in NEEDS_MERGED] + ["kv_aware:score=cost
 SERIAL = [r for r in ROUTABLE if not parse_router(r).spec.needs_load]
 
 
-@pytest.mark.parametrize("router", SERIAL)
+@pytest.mark.parametrize("router", unit_rows(SERIAL, 3))
 def test_serial_equals_simulate(synth_small, router):
     want = _single(synth_small, "serial")
     got = _fleet(synth_small, router, "serial")
@@ -57,7 +58,7 @@ def test_serial_equals_simulate(synth_small, router):
         assert f.fields()["replicas"] == 1
 
 
-@pytest.mark.parametrize("router", ROUTABLE)
+@pytest.mark.parametrize("router", unit_rows(ROUTABLE, 4))
 def test_model_timing_equals_simulate(synth_small, router):
     service = parse_service("concurrency=4")
     want = _single(synth_small, "model", service=service)
@@ -90,8 +91,8 @@ def _as_recording(src: str, dst) -> str:
     return str(dst)
 
 
-@pytest.mark.parametrize("router", ["round_robin", "least_load", "cache_aware", "kv_aware",
-                                    "kv_aware:score=cost", "llm_d", "dynamo"])
+@pytest.mark.parametrize("router", unit_rows(["round_robin", "least_load", "cache_aware", "kv_aware",
+                                    "kv_aware:score=cost", "llm_d", "dynamo"], 4))
 def test_recorded_timing_equals_simulate(synth_small, tmp_path, router):
     path = _as_recording(synth_small, tmp_path / "rec.lcp")
     want = _single(path, "recorded")
