@@ -13,6 +13,7 @@ import pytest
 pytest.importorskip("shadow.sim.mrc.stack")
 from shadow.sim.mrc.offline import CURVE_ALGOS  # noqa: E402
 from shadow.sweep import curves  # noqa: E402
+from tests.tiers import unit_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPARED = ("n_req", "n_req_skipped", "n_blocks", "block_hit_ratio", "compute_saving_ratio",
@@ -34,6 +35,7 @@ def test_the_curve_algos_are_the_passes():
     assert curves.CURVE_ALGOS == CURVE_ALGOS
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("extra", [[], ["--no-pin", "--replay-order", "prefix-order"]],
                          ids=["default", "no-pin-prefix-order"])
 def test_cells_from_the_curve_equal_the_simulated_cells(trace, tmp_path, extra):
@@ -69,6 +71,7 @@ def test_cells_from_the_curve_equal_the_simulated_cells(trace, tmp_path, extra):
     assert again.returncode == 0 and again.stdout.startswith("36 cells: 36 already done, 0 run")
 
 
+@pytest.mark.slow
 def test_plot_draws_the_stored_curves(trace, tmp_path):
     pytest.importorskip("matplotlib")
     d = tmp_path / "s"
@@ -83,14 +86,14 @@ def test_plot_draws_the_stored_curves(trace, tmp_path):
     assert len(stored) == 1 and stored[0][1][0][0] == 374
 
 
-@pytest.mark.parametrize("damage,words", [
+@pytest.mark.parametrize("damage,words", unit_rows([
     ("csv:cache_size,block_hit_ratio\n10,0.5\n5,0.6\n", "cache_size '5' is not a size above the last"),
     ("csv:cache_size,block_hit_ratio\n10,1.5\n", "block_hit_ratio '1.5' is out of range"),
     ("csv:cache_size,block_hit_ratio\n10\n", "1 fields, the header has 2"),
     ("csv:size,x\n", "not a curve CSV"),
     ("json:{\"trace\": 1}", "not a curve description"),
     ("json:not json", "not a curve description"),
-])
+], 6))
 def test_plot_refuses_a_damaged_curve_in_one_line(trace, tmp_path, damage, words):
     d = tmp_path / "s"
     r = shadow("sweep", "-t", trace, "-a", "lru", "-c", "1k", "--out", str(d), "--mrc", "-j", "1")
