@@ -29,28 +29,13 @@ from __future__ import annotations
 import math
 
 from shadow.sim.params import parse_params
+from shadow.sim.policies.cost_aware._asym_cache_params import check_params
 
 DEFAULTS = "reuse-prob=0.5,slope-ratio=40.0,default-lifespan=180.0,clock=seconds"
 HONOURS_PINS = True
 
 #: reuse-gap samples kept for the lifespan (the fork's kGapSampleCap)
 GAP_SAMPLE_CAP = 200_000
-CLOCKS = ("seconds", "block")
-
-
-def check_params(p: dict) -> tuple[float, float, float, str]:
-    """(reuse-prob, slope-ratio, default-lifespan, clock), or ValueError naming the parameter."""
-    prob, ratio = float(p["reuse-prob"]), float(p["slope-ratio"])
-    life, clock = float(p["default-lifespan"]), str(p["clock"])
-    if not 0.0 < prob < 1.0:
-        raise ValueError(f"reuse-prob must be in (0, 1), got {prob:g}")
-    if not 1.0 < ratio < math.inf:
-        raise ValueError(f"slope-ratio must be a finite number > 1, got {ratio:g}")
-    if not 0.0 <= life < math.inf:
-        raise ValueError(f"default-lifespan must be a finite number >= 0, got {life:g}")
-    if clock not in CLOCKS:
-        raise ValueError(f"clock must be seconds or block, got {clock!r}")
-    return prob, ratio, life, clock
 
 
 class AsymCache:

@@ -35,6 +35,7 @@ from libc.stdlib cimport malloc, realloc, free, qsort
 from libc.math cimport log, exp
 
 from shadow.sim.core.policy cimport Policy, Access, ArrivalCtx, RequestCtx
+from shadow.sim.policies.cost_aware._asym_cache_params import check_params
 from shadow.sim.registry import PolicySpec
 
 SPEC = PolicySpec(
@@ -455,7 +456,5 @@ cdef class AsymCache(Policy):
 
 
 def make(capacity: int, params: dict) -> AsymCache:
-    from shadow.sim.reference.asym_cache import check_params
-
     p, r, life, clock = check_params(params)
     return AsymCache(capacity, p, r, life, clock == "block")
