@@ -12,6 +12,10 @@
 ``fit:REPORT[,BLOCK]``      replay's fitted prefill model, microseconds per block
 ==========================  =====================================================
 
+Each model says its unit (:attr:`CostModel.unit`, one of :data:`COST_UNITS`): ``us`` for
+``fit:`` (a cost is a block's prefill time), ``relative`` for every other (only ratios of costs
+mean anything).
+
 Statistics use the exact double; policies see ``llround`` of it (:attr:`Access.cost`).
 """
 
@@ -33,13 +37,16 @@ _NAMED = {
     "qwen3coder30b_blksz_16": (865.0, 2.0),
     "qwen3coder30b_blksz_64": (3472.0, 32.0),
 }
+#: The units a cost may be in: ``relative`` (only ratios mean anything) or ``us`` (microseconds).
+COST_UNITS = ("relative", "us")
 COST_MODELS = ("uniform", "position", "linear:A,B", "table:FILE", "qwen3coder30b_blksz_16",
                "qwen3coder30b_blksz_64", "model:CONFIG[,BLOCK]", "fit:REPORT[,BLOCK]")
 
 
 @dataclass
 class CostModel:
-    """A parsed cost model.  ``costs(n)`` gives positions 0..n-1 as float64."""
+    """A parsed cost model.  ``costs(n)`` gives positions 0..n-1 as float64, in ``unit``
+    (:data:`COST_UNITS`): code that needs times asks the unit, never the name."""
 
     name: str
     a: float = 1.0
@@ -47,6 +54,7 @@ class CostModel:
     table: np.ndarray | None = field(default=None, repr=False)
     fn: Callable[[int], np.ndarray] | None = field(default=None, repr=False)
     _memo: list[float] = field(default_factory=list, repr=False, compare=False)
+    unit: str = "relative"
 
     def cost(self, p: int) -> float:
         if self.fn is not None:
@@ -132,5 +140,5 @@ def parse_cost_model(text: str) -> CostModel:
         return CostModel(name, fn=fn)
     if s.startswith("fit:"):
         a, b = fit_coefficients(s[len("fit:"):])
-        return CostModel(s, a, b)
+        return CostModel(s, a, b, unit="us")
     raise ShadowError(f"unknown cost model {text!r} (known: {', '.join(COST_MODELS)})")

@@ -166,7 +166,7 @@ def run_with_tiers(sim, tr, path: str | os.PathLike[str], block_tokens: int,
 
     order = np.argsort(starts, kind="stable")
     inp = rec["input_length"]
-    in_us = cost.name.startswith("fit:")
+    in_us = cost.unit == "us"
     max_blocks = int(np.max(np.diff(off))) if n else 0
     pos_cost = cost.costs(max_blocks)
     out = []
