@@ -1,4 +1,5 @@
-"""``shadow simulate``: a thin click layer over :class:`shadow.sim.core.simulator.Simulator`."""
+"""``shadow simulate``: a thin click layer over :mod:`shadow.sim.run` (a :class:`RunSpec` from
+the options, :func:`run` over the trace)."""
 
 from __future__ import annotations
 
@@ -8,15 +9,11 @@ from pathlib import Path
 import click
 
 from shadow.atomic import atomic_open, check_writable
-from shadow.cli_options import (allow_truncated_option, block_id_option, category_option,
-                                parse_name_list, parse_size_list, trace_option)
+from shadow.cli_options import parse_name_list, parse_size_list, run_options, trace_option
 from shadow.errors import ShadowError
-from shadow.sim.cost.models import COST_MODELS, parse_cost_model
 from shadow.progress import progress_bar
 from shadow.sim.registry import EXCLUDED, FAMILIES, POLICIES, is_built, policy_info
-from shadow.sim.timing.service import SERVICE_DEFAULTS
-from shadow.sim.tiers.model import kv_bytes_per_block, parse_tiers
-from shadow.sim.timing.run import TIMING_MODES, SerialOrder
+from shadow.sim.core.results import CacheSpec
 
 log = logging.getLogger(__name__)
 
@@ -82,18 +79,6 @@ def _size_label(n: int) -> str:
     return str(n)
 
 
-def _policy_notes(sim, method: str, *args) -> list[str]:
-    """The distinct lines the caches' policies give from ``method`` (if they have it), in cache
-    order: one warning per fallback, however many sizes run."""
-    out: list[str] = []
-    for run in sim.runs:
-        notes = getattr(run.policy, method, None)
-        for line in notes(*args) if notes is not None else ():
-            if line not in out:
-                out.append(line)
-    return out
-
-
 def format_table(results, sizes: list[int], algos: list[str], cost_uniform: bool) -> str:
     """A readable policies x sizes table of hit ratios (and compute saving if costs differ)."""
     by = {(r.spec.policy, r.spec.capacity): r for r in results}
@@ -113,14 +98,6 @@ def format_table(results, sizes: list[int], algos: list[str], cost_uniform: bool
             lines.append(f"  {a:<28s}" + "".join(cells))
         lines.append("")
     return "\n".join(lines)
-
-
-def result_lines(r, tier_results) -> list[str]:
-    """A cache's RESULT line; with tiers, one per tier with the tier keys appended."""
-    mine = [t for t in tier_results if t.spec == r.spec]
-    if not mine:
-        return [r.result_line()]
-    return [f"{r.result_line()} {t.suffix()}" for t in mine]
 
 
 def format_tier_table(results, tier_results) -> str:
@@ -152,31 +129,8 @@ def format_tier_table(results, tier_results) -> str:
               help=f"Policies, comma list (see --list-algos) [default: {DEMO_ALGOS}, built ones].")
 @click.option("--algo-params", "algo_params", multiple=True,
               help="Policy parameters k=v,k=v for every policy, or algo:k=v,... for one; repeatable.")
-@click.option("--cost-model", default="uniform", show_default=True,
-              help=f"{', '.join(COST_MODELS)} (docs/sim.md, Cost models).")
-@click.option("--no-pin", is_flag=True, help="Let eviction take blocks the arriving request holds.")
-@click.option("--replay-order", type=click.Choice(["deepest-first", "prefix-order"]),
-              default="deepest-first", show_default=True, help="Order of the access phase.")
+@run_options()
 @click.option("--no-verify", is_flag=True, help="Skip the residency check after each request.")
-@click.option("--timing", type=click.Choice(list(TIMING_MODES)), default="serial",
-              show_default=True,
-              help="serial: each request whole, one after another; recorded: admit at each "
-                   "request's start time, release at its completion, as the live connector does "
-                   "(a recording; vLLM's block rules, --lookup vllm); model: as recorded, the "
-                   "start and completion times from --service and the arrival times.")
-@click.option("--service", default=None, metavar="SPEC",
-              help="--timing model's service model: prefill=TOKENS_PER_S,decode=TOKENS_PER_S,"
-                   f"concurrency=N or fit:REPORT (replay's report.json) [{SERVICE_DEFAULTS}].")
-@click.option("--tier", "tier", multiple=True, metavar="MEDIUM:SIZES:POLICY[:k=v,...]",
-              help="An offload tier behind every cache, as vLLM's KV offloading (docs/tiers.md): "
-                   "cpu|disk, sizes 64g,512MiB or 8kblk, lru|arc, options bw=GB/s,chunk=BLOCKS,"
-                   "threshold=N,tracker=N; a chain CPU_TIER>DISK_TIER puts a disk tier behind "
-                   "the host tier; repeatable.  Runs vLLM's block rules (--lookup vllm).")
-@click.option("--bytes-per-block", type=int, default=None,
-              help="KV bytes of one engine block (for --tier sizes and bytes in GiB).")
-@click.option("--kv-config", default=None, metavar="CONFIG[,DTYPE]",
-              help="A model's config.json (and KV cache dtype, default auto = 2 bytes): the bytes "
-                   "of a block for --tier, from the trace's block size.")
 @click.option("--lookup", type=click.Choice(["all", "prompt", "vllm"]), default="all",
               show_default=True,
               help="Blocks looked up (counted) per request: all; prompt = input_length // B "
@@ -192,12 +146,9 @@ def format_tier_table(results, tier_results) -> str:
 @click.option("--format", "fmt", type=click.Choice(["table", "result"]), default=None,
               help="table: policies x sizes; result: PrefixSim's lines [default: table without --trace].")
 @click.option("--list-algos", is_flag=True, help="List the policies and exit.")
-@allow_truncated_option()
-@block_id_option()
-@category_option()
-def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_order, no_verify,
-             timing, service, tier, bytes_per_block, kv_config, lookup, threads, dump_holes, output,
-             fmt, list_algos, allow_truncated, block_id, category) -> None:
+def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_order, timing,
+             service, tier, bytes_per_block, kv_config, category, block_id, allow_truncated,
+             no_verify, lookup, threads, dump_holes, output, fmt, list_algos) -> None:
     """Replay a trace through prefix caches and report hit and compute-saving ratios.
 
     Every (policy, size) cache is stepped over each decoded batch: one pass over the trace.
@@ -208,12 +159,8 @@ def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_or
             click.echo(line)
         return
 
-    from shadow.sim.core.drive import run_trace, sim_decode_threads
-    from shadow.sim.timing.service import parse_service
-    from shadow.sim.timing.run import run_trace_recorded
-    from shadow.sim.tiers.run import run_with_tiers
-    from shadow.sim.core.simulator import CacheSpec, Simulator
-    from shadow.trace import bundled_trace_path, open_trace
+    from shadow.sim.run import RunSpec, run
+    from shadow.trace import bundled_trace_path
 
     demo = trace is None
     path = trace if trace is not None else bundled_trace_path()
@@ -236,100 +183,54 @@ def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_or
     for a in algos:
         policy_info(a)                         # unknown / not built: a clear error now
     params = parse_algo_params(algo_params, algos)
-    cost = parse_cost_model(cost_model)
-    if service is not None and timing != "model":
-        raise ShadowError(f"--service is --timing model's, not --timing {timing}'s")
-    model = parse_service(service) if timing == "model" else None
-    specs = [CacheSpec(a, s, params[a]) for s in sizes for a in algos]
-    tiers = [t for text in tier for t in parse_tiers(text)]
-    if not tiers and (bytes_per_block is not None or kv_config is not None):
-        raise ShadowError("--bytes-per-block and --kv-config size a --tier; no --tier given")
-    if bytes_per_block is not None and kv_config is not None:
-        raise ShadowError("--bytes-per-block and --kv-config both give a block's bytes: one only")
-    if bytes_per_block is not None and not 0 < bytes_per_block < 2**40:
-        raise ShadowError(f"--bytes-per-block {bytes_per_block} is not a positive byte count")
-    if tiers:
-        oracles = [a for a in algos if policy_info(a).spec.needs_future]
-        if oracles:
-            raise ShadowError(f"--tier cannot run {', '.join(oracles)} (an oracle): tiers run "
-                              f"through the live path, which has no next-access times")
-        if lookup not in ("all", "vllm"):
-            raise ShadowError(f"--tier uses vLLM's block rules (--lookup vllm), not "
-                              f"--lookup {lookup}")
-        lookup = "vllm"
+    spec = RunSpec.from_options(
+        [CacheSpec(a, s, params[a]) for s in sizes for a in algos], cost_model=cost_model,
+        pin=not no_pin, replay_order=replay_order, verify=not no_verify, timing=timing,
+        service=service, tiers=tier, bytes_per_block=bytes_per_block, kv_config=kv_config,
+        lookup=lookup, threads=threads, dump_holes=dump_holes,
+        trace_name=trace if trace is not None else Path(path).name, block_id=block_id,
+        allow_truncated=allow_truncated, category=category)
     if output:
         check_writable(output)   # NOTE: a missing or read-only directory now, not after the run
 
-    with open_trace(path, allow_truncated=allow_truncated, block_id=block_id,
-                    decode_threads=sim_decode_threads()) as tr:
+    with spec.open_trace(path) as tr:
         h = tr.header
-        if threads is not None and threads < 1:
-            raise ShadowError(f"--threads must be at least 1, got {threads}")
-        if timing != "serial" and lookup not in ("all", "vllm"):
-            raise ShadowError(f"--timing {timing} uses vLLM's block rules (--lookup vllm), not "
-                              f"--lookup {lookup}")
-        if timing != "serial":
-            lookup = "vllm"
-        if lookup != "all" and not h.block_size_tokens:
-            raise ShadowError(f"{path}: --lookup {lookup} needs the block size in tokens, which "
-                              f"the trace's header does not give")
-        block_bytes = bytes_per_block
-        if tiers and kv_config is not None:
-            cfg, _, dtype = kv_config.partition(",")
-            block_bytes = kv_bytes_per_block(cfg, h.block_size_tokens or 0,
-                                             dtype.strip() or "auto")
-        for t in tiers:
-            t.n_chunks(block_bytes)              # a size that cannot be met: an error now
-        sim = Simulator(specs, cost_model=cost, pin=not no_pin, replay_order=replay_order,
-                        verify=not no_verify, dump_holes_dir=dump_holes,
-                        trace_name=trace if trace is not None else Path(path).name,
-                        block_id=block_id, lookup=lookup, block_size_tokens=h.block_size_tokens,
-                        threads=threads, category=category)
-        # NOTE: a policy that a setting defeats says so before the run (asym_cache under a
-        # uniform cost); what the trace lacked (times, categories) it says after it
-        for line in _policy_notes(sim, "setup_notes", cost.name):
-            log.warning("%s", line)
-        kind = "jsonl" if type(tr).__name__ == "JsonlTrace" else "lcp"
-        click.echo(f"trace {path}: {h.n_requests} requests, {h.n_block_accesses} block accesses, "
-                   f"format {kind}, block-id {block_id}")
+
+        def started() -> None:
+            # NOTE: a policy that a setting defeats says so before the run (asym_cache under a
+            # uniform cost); what the trace lacked (times, categories) it says after it
+            for line in spec.setup_notes():
+                log.warning("%s", line)
+            kind = "jsonl" if type(tr).__name__ == "JsonlTrace" else "lcp"
+            click.echo(f"trace {path}: {h.n_requests} requests, {h.n_block_accesses} block "
+                       f"accesses, format {kind}, block-id {block_id}")
+
         # NOTE: a sampled policy over a production-size trace runs for minutes: show where the
         # pass is, its rate and ETA (on a terminal only)
         with progress_bar(h.n_block_accesses, "simulating", unit="accesses") as cb:
-            if tiers:
-                tier_results = run_with_tiers(sim, tr, path, h.block_size_tokens, tiers,
-                                              block_bytes, cost, service=model if timing ==
-                                              "model" else None if timing == "recorded"
-                                              else SerialOrder(), progress=cb)
-            elif timing != "serial":
-                run_trace_recorded(sim, tr, path, h.block_size_tokens, progress=cb,
-                                   service=model)
-            else:
-                run_trace(sim, tr, path, progress=cb)
-    results = sim.results()
-    if not tiers:
-        tier_results = []
+            res = run(spec, tr, progress=cb, on_start=started)
+    results = res.caches
 
     if fmt == "table":
-        click.echo(f"cache sizes {','.join(str(s) for s in sizes)} blocks, cost model {cost.name}, "
-                   f"pin {'off' if no_pin else 'on'}, replay {replay_order}")
+        click.echo(f"cache sizes {','.join(str(s) for s in sizes)} blocks, cost model "
+                   f"{spec.cost.name}, pin {'off' if no_pin else 'on'}, replay {replay_order}")
         click.echo("")
-        click.echo(format_table(results, sizes, algos, cost.name == "uniform"))
-        if tier_results:
+        click.echo(format_table(results, sizes, algos, spec.cost.name == "uniform"))
+        if res.tiers:
             click.echo("")
-            click.echo(format_tier_table(results, tier_results))
+            click.echo(format_tier_table(results, res.tiers))
     else:
         for s in sizes:
-            click.echo(f"cache size {s} blocks, cost model {cost.name}")
+            click.echo(f"cache size {s} blocks, cost model {spec.cost.name}")
             click.echo("")
             for r in results:
                 if r.spec.capacity == s:
                     click.echo(r.summary_line())
-                    for line in result_lines(r, tier_results):
+                    for line in res.result_lines(r):
                         click.echo(line)
     if output:
-        _append_atomically(output, [line for r in results if not r.error
-                                    for line in result_lines(r, tier_results)])
-    for line in _policy_notes(sim, "trace_notes"):
+        _append_atomically(output, res.lines())
+    for line in res.trace_notes:
         log.warning("%s", line)
     for r in results:
         if r.n_unexpected_eviction:
