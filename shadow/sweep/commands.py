@@ -7,15 +7,9 @@ from pathlib import Path
 
 import click
 
-from shadow.cli_options import (allow_truncated_option, block_id_option, category_option,
-                                parse_name_list, parse_size)
+from shadow.cli_options import parse_name_list, parse_size, run_options
 from shadow.errors import ShadowError
-from shadow.sim.registry import policy_info
-from shadow.sim.timing.service import parse_service
-from shadow.sim.timing.run import TIMING_MODES
 from shadow.sweep.plan import parse_capacities, plan_cells
-
-REPLAY_ORDERS = ("deepest-first", "prefix-order")
 
 
 def _split_algos(algo_args: tuple[str, ...], params_args: tuple[str, ...]) -> list[tuple[str, str]]:
@@ -55,15 +49,26 @@ def _split_algos(algo_args: tuple[str, ...], params_args: tuple[str, ...]) -> li
     return [(a, merge(common + per_algo.get(a, []))) for a in algos]
 
 
-def _check_policies_and_costs(algos: list[tuple[str, str]], cost_models: list[str]) -> None:
-    """Fail fast, before any worker starts: an unknown or unbuilt policy, bad parameters, a bad cost model."""
-    from shadow.sim import parse_cost_model
-    from shadow.sim.registry import check_policy
+def _check_runs(pairs: list[tuple[str, str]], caps: list[int], cost_models: list[str],
+                timings: tuple[str, ...], service: str | None, tiers: tuple[str, ...],
+                bytes_per_block: int | None, kv_config: str | None, **options) -> None:
+    """Fail fast, before any worker starts: the runs of every (cost model, timing) checked as
+    ``shadow simulate`` checks its options (:meth:`shadow.sim.run.RunSpec.from_options`), each
+    cost model parsed once."""
+    from shadow.sim.cost.models import parse_cost_model
+    from shadow.sim.core.results import CacheSpec
+    from shadow.sim.run import RunSpec
 
-    for name, params in algos:
-        check_policy(name, params or None)   # NOTE: the same checks as `shadow simulate`
+    caches = [CacheSpec(a, c, p) for a, p in pairs for c in caps]
     for cm in cost_models:
-        parse_cost_model(cm)
+        cost = parse_cost_model(cm)
+        for t in timings:
+            # NOTE: a --service goes to the model cells only; with no model timing it is
+            # checked against the first timing (the one-line "is --timing model's" refusal)
+            svc = service if t == "model" or "model" not in timings else None
+            RunSpec.from_options(caches, cost_model=cost, timing=t, service=svc, tiers=tiers,
+                                 bytes_per_block=bytes_per_block, kv_config=kv_config,
+                                 source="sweep", **options)
 
 
 @click.command("sweep")
@@ -78,9 +83,6 @@ def _check_policies_and_costs(algos: list[tuple[str, str]], cost_models: list[st
 @click.option("--cache-sizes", "-c", "cache_sizes", required=True,
               help="Capacities in blocks: a list 1k,2k,8k, a range 1k:256k:log8 (8 points, log "
                    "spaced) or 1k:8k:lin4, or a mix; k/m/g multiply by 1024.")
-@click.option("--cost-model", "cost_models", multiple=True, default=("uniform",), show_default=True,
-              help="Cost model (repeatable): uniform, position, linear:A,B, table:FILE, "
-                   "qwen3coder30b_blksz_16.")
 @click.option("--out", "-o", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Sweep directory: cells/ (one file per completed cell) and results.csv.  Cells "
                    "already there are not run again.")
@@ -90,28 +92,7 @@ def _check_policies_and_costs(algos: list[tuple[str, str]], cost_models: list[st
               help="Worker processes for --executor local  [default: number of CPUs]")
 @click.option("--address", default=None,
               help="Ray cluster address for --executor ray (default: $RAY_ADDRESS, else a local instance).")
-@click.option("--no-pin", is_flag=True,
-              help="Let eviction take blocks the arriving request already holds.")
-@click.option("--replay-order", type=click.Choice(REPLAY_ORDERS), default="deepest-first",
-              show_default=True, help="Replay a request from its deepest block or from its first.")
-@click.option("--timing", "timings", multiple=True, type=click.Choice(list(TIMING_MODES)),
-              default=("serial",), show_default=True,
-              help="As shadow simulate --timing (repeatable: one cell per timing); recorded and "
-                   "model use vLLM's block rules (--lookup vllm).")
-@click.option("--service", default=None, metavar="SPEC",
-              help="--timing model's service model, as shadow simulate --service.")
-@click.option("--tier", "tiers", multiple=True, metavar="MEDIUM:SIZES:POLICY[:k=v,...]",
-              help="Offload tiers or CPU>DISK chains, as shadow simulate --tier: one cell per "
-                   "(cache, tier size); "
-                   "repeatable.  Sweeps GPU size x host size (docs/tiers.md).")
-@click.option("--bytes-per-block", "tier_bytes", type=int, default=None,
-              help="KV bytes of one engine block, for --tier sizes in GiB.")
-@click.option("--kv-config", default=None, metavar="CONFIG[,DTYPE]",
-              help="A model's config.json (and KV dtype): a block's bytes for --tier, from each "
-                   "trace's block size.")
-@block_id_option()
-@allow_truncated_option()
-@category_option()
+@run_options(many=True)
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar over cells on stderr  [default: when stderr is a terminal]")
 @click.option("--mrc", is_flag=True,
@@ -119,11 +100,12 @@ def _check_policies_and_costs(algos: list[tuple[str, str]], cost_models: list[st
                    "exact miss-ratio curve per trace and cost model (docs/mrc.md) instead of a "
                    "simulation each; DIR/curves/ keeps the curves, which plot draws.")
 def sweep(traces_args: tuple[str, ...], traces: tuple[str, ...], algos: tuple[str, ...],
-          algo_params: tuple[str, ...], cache_sizes: str, cost_models: tuple[str, ...], out_dir: str,
-          executor: str, jobs: int | None, address: str | None, no_pin: bool, replay_order: str,
-          timings: tuple[str, ...], service: str | None, tiers: tuple[str, ...],
-          tier_bytes: int | None, kv_config: str | None, block_id: str, allow_truncated: bool,
-          category: str, progress: bool | None, mrc: bool) -> None:
+          algo_params: tuple[str, ...], cache_sizes: str, out_dir: str, executor: str,
+          jobs: int | None, address: str | None, cost_models: tuple[str, ...], no_pin: bool,
+          replay_order: str, timings: tuple[str, ...], service: str | None,
+          tiers: tuple[str, ...], bytes_per_block: int | None, kv_config: str | None,
+          category: str, block_id: str, allow_truncated: bool, progress: bool | None,
+          mrc: bool) -> None:
     """Simulate every (trace, policy, capacity, cost model) cell, in parallel, resumably.
 
     Each cell streams its trace once through one simulated cache (constant memory) and is stored as
@@ -147,25 +129,18 @@ def sweep(traces_args: tuple[str, ...], traces: tuple[str, ...], algos: tuple[st
     pairs = _split_algos(algos, algo_params)
     caps = parse_capacities(cache_sizes)
     cms = list(dict.fromkeys(cost_models))
-    _check_policies_and_costs(pairs, cms)
+    timings = tuple(dict.fromkeys(timings))
+    options = dict(pin=not no_pin, replay_order=replay_order, block_id=block_id,
+                   allow_truncated=allow_truncated, category=category)
+    _check_runs(pairs, caps, cms, timings, service, tiers, bytes_per_block, kv_config, **options)
     if executor == "local" and address:
         raise ShadowError("--address is for --executor ray")
     if executor == "ray" and jobs is not None:
         raise ShadowError("--jobs is for --executor local (Ray schedules one CPU per cell)")
-    timings = tuple(dict.fromkeys(timings))
-    if service is not None:
-        if "model" not in timings:
-            raise ShadowError("--service is --timing model's")
-        parse_service(service)               # NOTE: a bad one now, not in every cell
-    oracles = [a for a, _p in pairs if policy_info(a).needs_next_access]
-    if oracles and timings != ("serial",):
-        raise ShadowError(f"--timing recorded and model cannot run {', '.join(oracles)}: an "
-                          f"oracle's next-access times follow the file's order")
     cell_timings = [f"model:{service}" if t == "model" and service else t for t in timings]
-    cell_tiers, kv_bytes = _tier_cells(tiers, tier_bytes, kv_config, pairs)
-    cells = plan_cells(all_traces, pairs, caps, cms, pin=not no_pin, replay_order=replay_order,
-                       block_id=block_id, allow_truncated=allow_truncated, timings=cell_timings,
-                       tiers=cell_tiers, kv_bytes=kv_bytes, category=category)
+    cell_tiers, kv_bytes = _tier_cells(tiers, bytes_per_block, kv_config)
+    cells = plan_cells(all_traces, pairs, caps, cms, timings=cell_timings, tiers=cell_tiers,
+                       kv_bytes=kv_bytes, **options)
     ex = make_executor(executor, jobs=jobs, address=address)
     report = run_sweep(cells, out_dir, ex, progress=progress, curves=mrc)
     click.echo(f"{report.summary()}; wrote {report.csv_path}")
@@ -174,29 +149,14 @@ def sweep(traces_args: tuple[str, ...], traces: tuple[str, ...], algos: tuple[st
                           f"run the same command again to retry them")
 
 
-def _tier_cells(tiers: tuple[str, ...], tier_bytes: int | None, kv_config: str | None,
-                pairs: list[tuple[str, str]]) -> tuple[list[str], str]:
-    """The cells' tier texts (one per tier size, canonical) and their block-bytes text, checked
-    now rather than in every cell."""
+def _tier_cells(tiers: tuple[str, ...], tier_bytes: int | None,
+                kv_config: str | None) -> tuple[list[str], str]:
+    """The cells' tier texts (one per tier size, canonical) and their block-bytes text (checked
+    before, by :func:`_check_runs`)."""
     from shadow.sim.tiers.model import TierChainSpec, parse_tiers
     if not tiers:
-        if tier_bytes is not None or kv_config is not None:
-            raise ShadowError("--bytes-per-block and --kv-config size a --tier; no --tier given")
         return [""], ""
-    if tier_bytes is not None and kv_config is not None:
-        raise ShadowError("--bytes-per-block and --kv-config both give a block's bytes: one only")
-    if tier_bytes is not None and not 0 < tier_bytes < 2**40:
-        raise ShadowError(f"--bytes-per-block {tier_bytes} is not a positive byte count")
-    oracles = [a for a, _p in pairs if policy_info(a).needs_next_access]
-    if oracles:
-        raise ShadowError(f"--tier cannot run {', '.join(oracles)} (an oracle): tiers run through "
-                          f"the live path, which has no next-access times")
     specs = [t for text in tiers for t in parse_tiers(text)]
-    for t in (one for s in specs for one in (s.tiers if isinstance(s, TierChainSpec) else (s,))):
-        if t.size_bytes is not None and tier_bytes is None and kv_config is None:
-            t.n_chunks(None)                     # NOTE: the one-line "needs the bytes" error
-        elif t.size_bytes is None or tier_bytes is not None:
-            t.n_chunks(tier_bytes)               # too small for a chunk: now
 
     def text(t) -> str:
         if isinstance(t, TierChainSpec):
@@ -211,8 +171,6 @@ def _tier_cells(tiers: tuple[str, ...], tier_bytes: int | None, kv_config: str |
     kv = str(tier_bytes) if tier_bytes is not None else (kv_config or "")
     if kv_config is not None:
         cfg = kv_config.partition(",")[0]
-        if not os.path.isfile(cfg):
-            raise ShadowError(f"--kv-config {cfg}: no such file")
         kv = f"{os.path.abspath(cfg)}{kv_config[len(cfg):]}"
     return list(dict.fromkeys(texts)), kv
 

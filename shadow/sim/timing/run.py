@@ -27,7 +27,8 @@ engine, tests/connector/test_timing_recorded.py).  For other traces the start ti
 the trace says (often the arrival: a request that waited is admitted here before an engine
 would have).  Left out: chunked prefill (a prompt is held whole from its start), decode-step
 allocation (the generated blocks go in at the release, as the live simulator caches do).
-Oracles are refused: their next-access times follow file order, not this one.
+Oracles are refused (:class:`shadow.sim.run.RunSpec`): their next-access times follow file
+order, not this one.
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from shadow.errors import ShadowError
-from shadow.sim.registry import policy_info
 from shadow.sim.engine.rules import (blocks_held, computed_tokens, full_blocks, max_hit_blocks,
                                    partial_tail_blocks)
 
@@ -58,8 +58,6 @@ class SerialOrder:
     """One request at a time in file order: request ``i`` starts at ``2i`` and completes at
     ``2i + 1`` (microseconds): the serial replay under vLLM's block rules, through the live
     path (what ``--tier`` needs: each admission's GPU prefix hit)."""
-
-    mode = "serial"
 
     @staticmethod
     def schedule(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -153,21 +151,14 @@ def run_trace_recorded(sim: "Simulator", tr, path: str | os.PathLike[str], block
     and completion times come from that model (:mod:`shadow.sim.timing.service`) and the trace's
     arrival times instead; with :class:`SerialOrder` (``--tier`` without ``--timing``) one
     request at a time in file order.  ``starts`` (int64, requests), when given, receives each
-    request's start time (the admission order)."""
+    request's start time (the admission order).  The run is checked before (:meth:`shadow.sim.
+    run.RunSpec.bind`): no oracle, ``block_size`` >= 1."""
     # NOTE: the Cython modules, only when run (the CLI reads TIMING_MODES at start-up)
     from shadow.sim.category import request_info
     from shadow.sim.live.wire import ROW_WIDTH
     from shadow.sim.timing.wire import batch_entries, fill_batch, take_results
 
-    mode = "recorded" if service is None else service.mode
     try:
-        oracles = sorted({s.policy for s in sim.specs if policy_info(s.policy).needs_next_access})
-        if oracles:
-            raise ShadowError(f"--timing {mode} cannot run {', '.join(oracles)}: an oracle's "
-                              f"next-access times follow the file's order, not the {mode} times")
-        if block_size < 1:
-            raise ShadowError(f"{path}: --timing {mode} needs the block size in tokens, which "
-                              f"the trace's header does not give")
         # NOTE: a caller that needs the arrays too (--tier) loads them once and passes them
         # (with load_fields(sim)'s columns)
         wants_ctx = sim.wants_request_ctx

@@ -54,9 +54,6 @@ class ServiceModel:
     a: float = 0.0              # seconds per request (fit: the fixed overhead)
     d: float = 0.0              # seconds/token^2 (fit: attention)
 
-    #: the ``--timing`` mode this schedule serves (named in errors)
-    mode = "model"
-
     def durations_us(self, input_length: np.ndarray, output_length: np.ndarray) -> np.ndarray:
         """Each request's ``prefill_s + decode_s`` in microseconds (float)."""
         L = np.asarray(input_length, dtype=np.float64)
