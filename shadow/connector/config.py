@@ -95,6 +95,9 @@ class ShadowConfig:
     #: bytes of one engine KV block (the engine's KV cache spec, or the ``bytes_per_block`` key)
     bytes_per_block: int | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    #: the simulation these keys describe (:meth:`shadow.sim.run.RunSpec.live`): the caches,
+    #: the cost model parsed once, pins, category, tiers; what the worker builds from
+    run: Any = field(default=None, compare=False, repr=False)
 
     @property
     def caches(self) -> list[tuple[PolicySpec, int]]:
@@ -187,14 +190,11 @@ def _bytes(value: Any, key: str) -> int:
 
 
 def _check_policy_with_registry(name: str, params: str) -> None:
-    """Refuse what cannot run live: unbuilt policies, oracles, bad parameters."""
-    from shadow.sim.registry import check_policy, policy_info
+    """Refuse what cannot run live: unbuilt policies, oracles, bad parameters (the check a
+    live :class:`shadow.sim.run.RunSpec` makes, per key here so the error names it)."""
+    from shadow.sim.run import check_policy_runs
 
-    info = policy_info(name)  # raises PolicyNotBuilt (a ShadowError) with a clear message
-    if info.needs_next_access:
-        raise ShadowError(f"policy {name!r} needs the future (next-access times) and cannot run "
-                          "live; simulate it offline on the recording")
-    check_policy(name, params or None)   # NOTE: the same checks as `shadow simulate`
+    check_policy_runs(name, params, "live")
 
 
 def _policies(value: Any, known: list[str] | None,
@@ -235,29 +235,27 @@ def _policies(value: Any, known: list[str] | None,
     return tuple(out)
 
 
-def default_cost_model(model_config_json: str | None, block_size: int) -> str:
-    """The cost model without a ``cost_model`` key: the served model's architecture costs
-    (``model:CONFIG,BLOCK``, docs/sim.md "Cost models") when its ``config.json`` is at hand and
-    has what the costs need, else ``uniform`` (with one warning line saying why)."""
-    if not model_config_json:
-        return "uniform"
+def default_cost_model(model_config_json: str | None, block_size: int) -> tuple[str, Any]:
+    """The cost model without a ``cost_model`` key, as (text, parsed model): the served model's
+    architecture costs (``model:CONFIG,BLOCK``, docs/sim.md "Cost models") when its
+    ``config.json`` is at hand and has what the costs need, else ``uniform`` (with one warning
+    line saying why)."""
     from shadow.sim.cost.models import parse_cost_model
 
-    spec = f"model:{model_config_json},{block_size}"
-    try:
-        parse_cost_model(spec)
-    except ShadowError as exc:
-        logger.warning("shadow connector: cost_model uniform (the served model's costs are not "
-                       "usable: %s)", exc)
-        return "uniform"
-    return spec
+    if model_config_json:
+        spec = f"model:{model_config_json},{block_size}"
+        try:
+            return spec, parse_cost_model(spec)
+        except ShadowError as exc:
+            logger.warning("shadow connector: cost_model uniform (the served model's costs are "
+                           "not usable: %s)", exc)
+    return "uniform", parse_cost_model("uniform")
 
 
 def parse_extra_config(extra: dict[str, Any] | None, *, block_size: int, engine_blocks: int,
                        engine_id: str = "0", dp_rank: int = 0,
                        known_policies: list[str] | None = None,
                        check_policy: Callable[[str, str], None] | None = None,
-                       check_cost_model: bool = True,
                        bytes_per_block: int | None = None,
                        model_config_json: str | None = None) -> ShadowConfig:
     """Validate ``kv_connector_extra_config`` against the engine's block size and block count.
@@ -321,16 +319,15 @@ def parse_extra_config(extra: dict[str, Any] | None, *, block_size: int, engine_
                    "empty")
 
     if "cost_model" in extra:
-        cost_model = str(extra["cost_model"])
-    else:
-        cost_model = default_cost_model(model_config_json, block_size)
-    if check_cost_model:
         from shadow.sim.cost.models import parse_cost_model
 
+        cost_model = str(extra["cost_model"])
         try:
-            parse_cost_model(cost_model)
+            cost = parse_cost_model(cost_model)
         except ShadowError as exc:
             raise _err("cost_model", str(exc)) from None
+    else:
+        cost_model, cost = default_cost_model(model_config_json, block_size)
 
     category = str(extra.get("category", DEFAULT_CATEGORY))
     check_category(category, f"{PREFIX}.category")
@@ -363,7 +360,14 @@ def parse_extra_config(extra: dict[str, Any] | None, *, block_size: int, engine_
     if "bytes_per_block" in extra:
         bytes_per_block = _int(extra["bytes_per_block"], "bytes_per_block", lo=1, hi=1 << 40)
     tiers, tier_chunks, tier_caches = _tiers(extra, block_size, bytes_per_block)
+    pin = _bool(extra.get("pin", True), "pin")
 
+    from shadow.sim.core.results import CacheSpec
+    from shadow.sim.run import RunSpec
+
+    run = RunSpec.live([CacheSpec(p.name, c, p.params) for p in policies for c in capacities],
+                       cost=cost, block_size=block_size, pin=pin, category=category, match=match,
+                       tiers=tiers, bytes_per_block=bytes_per_block)
     cfg = ShadowConfig(
         block_size=block_size,
         engine_blocks=engine_blocks,
@@ -371,7 +375,7 @@ def parse_extra_config(extra: dict[str, Any] | None, *, block_size: int, engine_
         capacities=capacities,
         cost_model=cost_model,
         category=category,
-        pin=_bool(extra.get("pin", True), "pin"),
+        pin=pin,
         match=match,
         record_dir=record_dir,
         segment_max_bytes=_bytes(extra.get("segment_max_bytes", 256 << 20), "segment_max_bytes"),
@@ -395,6 +399,7 @@ def parse_extra_config(extra: dict[str, Any] | None, *, block_size: int, engine_
         tier_caches=tier_caches,
         bytes_per_block=bytes_per_block,
         extra=extra,
+        run=run,
     )
     if tiers:
         n = len(cfg.tier_targets)

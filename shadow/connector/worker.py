@@ -217,11 +217,10 @@ class _Caches:
 
     def __init__(self, cfg: ShadowConfig) -> None:
         from shadow.sim import CacheSpec, Simulator
-        from shadow.sim.cost.models import parse_cost_model
         from shadow.sim.engine.pool import VllmBlockPool
 
         self.cfg = cfg
-        cost = parse_cost_model(cfg.cost_model).cost
+        cost = cfg.run.cost.cost
         self.runs: list[Any] = [None] * len(cfg.caches)
         self.pools: list[tuple[int, VllmBlockPool]] = []
         self.loop_idx: list[int] = []
@@ -236,7 +235,7 @@ class _Caches:
                 specs.append(CacheSpec(p.name, c, p.params))
         self.sim = None
         if specs:
-            self.sim = Simulator(specs, cost_model=cfg.cost_model, pin=cfg.pin, verify=False,
+            self.sim = Simulator(specs, cost_model=cfg.run.cost, pin=cfg.pin, verify=False,
                                  category=cfg.category,
                                  trace_name=f"live engine {cfg.engine_id} dp{cfg.dp_rank}")
             for i, run in zip(self.loop_idx, self.sim.runs):
