@@ -108,6 +108,10 @@ cdef class SampledCurve:
     def n_tracked(self) -> int:
         return self.sp.n_distinct
 
+    def tracks(self, int64_t block_id) -> bool:
+        """Whether ``block_id`` is in the sampled stack now."""
+        return block_id >= 1 and self.sp._last(block_id) >= 0
+
     def allocated_bytes(self) -> int:
         """Bytes this curve holds: the sampled stack, the heap, the bins, the scratch."""
         return (self.sp.allocated_bytes() + self.heap_cap * 16 + self.n_bins * 8
@@ -195,11 +199,12 @@ cdef class SampledCurve:
         then every block moves to the top, deepest first."""
         cdef int64_t n = ids.shape[0], m = max(0, min(n_match, n)), k_m, k, i, j, d
         cdef double w = 1.0 / self.rate, real
+        cdef int64_t hi = _max_id(ids)
         self.n_requests += 1
         self.n_lookups += m
         k_m = self._select(ids, m)
         self.n_sampled_lookups += k_m
-        self.sp._reserve(n, 0, _max_id(ids), max(k_m, 1))
+        self.sp._reserve(n, 0, hi, max(k_m, 1))
         self.sp._match(self.buf, k_m)
         self.est_lookups += k_m * w
         for i in range(k_m):
@@ -220,6 +225,8 @@ cdef class SampledCurve:
         """A release: the generated blocks ``extra_ids`` and the request's ``ids`` move to the
         top tail first (vLLM's free queue order), then ``n_anonymous`` slots become holes."""
         cdef int64_t a = 0, j
+        _max_id(extra_ids)
+        _max_id(ids)
         self._move(extra_ids, extra_ids.shape[0])
         self._move(ids, ids.shape[0])
         # NOTE: a slot is sampled as a block would be: by the hash of its own running number
@@ -310,9 +317,12 @@ cdef class SampledCurve:
         return float("inf")
 
 
-cdef int64_t _max_id(const int64_t[::1] ids) noexcept:
+cdef int64_t _max_id(const int64_t[::1] ids) except -1:
+    """The largest id (0 if none); a ValueError for an id below 1 (ids start at 1)."""
     cdef int64_t i, m = 0
     for i in range(ids.shape[0]):
+        if ids[i] < 1:
+            raise ValueError(f"block id {ids[i]} (ids start at 1)")
         if ids[i] > m:
             m = ids[i]
     return m
