@@ -60,13 +60,11 @@ def e2e_lru(path: Path, size: int) -> tuple[float, float, float]:
 
 def e2e_mrc(path: Path, size: int) -> tuple[float, float, float, object]:
     """(CPU s, wall s, block_hit_ratio at SIZE, curve) of ``shadow mrc`` in process."""
-    from shadow.sim.cost.models import parse_cost_model
-    from shadow.sim.core.drive import sim_decode_threads
-    from shadow.sim.mrc.offline import curve_of_trace
-    from shadow.trace import open_trace
+    from shadow.sim.mrc.offline import curve_of_trace, curve_spec
     c, t = time.process_time(), time.perf_counter()
-    with open_trace(str(path), decode_threads=sim_decode_threads()) as tr:
-        curve = curve_of_trace(tr, path, cost=parse_cost_model("uniform"))
+    spec = curve_spec()
+    with spec.open_trace(str(path)) as tr:
+        curve = curve_of_trace(tr, path, spec)
     ratio = curve.ratios(size)["block_hit_ratio"]
     return time.process_time() - c, time.perf_counter() - t, ratio, curve
 
@@ -121,12 +119,11 @@ def requests_of(path: Path) -> list[np.ndarray]:
 
 def sampled_errors(path: Path, seeds: int = 5) -> list[dict]:
     """One row per setting: errors of the sampled curve against the exact one (module doc)."""
-    from shadow.sim.cost.models import parse_cost_model
-    from shadow.sim.mrc.offline import curve_of_trace
+    from shadow.sim.mrc.offline import curve_of_trace, curve_spec
     from shadow.sim.mrc.shards import SampledCurve
-    from shadow.trace import open_trace
-    with open_trace(str(path)) as tr:
-        exact = curve_of_trace(tr, path, cost=parse_cost_model("uniform"))
+    spec = curve_spec()
+    with spec.open_trace(str(path)) as tr:
+        exact = curve_of_trace(tr, path, spec)
     want = np.array([exact.ratios(c)["block_hit_ratio"] for c in SAMPLED_SIZES])
     reqs = requests_of(path)
     rows = []

@@ -78,11 +78,12 @@ def category_option() -> Callable:
     )
 
 
-def run_options(*, many: bool = False) -> Callable:
+def run_options(*, many: bool = False, only: tuple[str, ...] | None = None) -> Callable:
     """The options that describe a run (:class:`shadow.sim.run.RunSpec`), shared by ``simulate``
     and ``sweep``: cost model, pins, replay order, timing and service, tiers and the bytes of a
     block, category, block-id mode, truncation.  ``many``: ``--cost-model`` and ``--timing`` are
-    repeatable (a sweep runs one cell per value) and named ``cost_models`` and ``timings``."""
+    repeatable (a sweep runs one cell per value) and named ``cost_models`` and ``timings``.
+    ``only``: just the options with these flags (``shadow mrc``: the settings a curve has)."""
     # NOTE: imported here, when a run command is defined: the trace commands that share this
     # module never load the simulator
     from shadow.sim.cost.models import COST_MODELS
@@ -121,14 +122,23 @@ def run_options(*, many: bool = False) -> Callable:
                           f"{' (one cell per cache and tier size)' if many else ''}.  Runs "
                           "vLLM's block rules (--lookup vllm)."),
         click.option("--bytes-per-block", type=int, default=None,
-                     help="KV bytes of one engine block (for --tier sizes and bytes in GiB)."),
+                     help="KV bytes of one engine block (--tier sizes, capacities in GiB)."),
         click.option("--kv-config", default=None, metavar="CONFIG[,DTYPE]",
                      help="A model's config.json (and KV cache dtype, default auto = 2 bytes): "
-                          "the bytes of a block for --tier, from the trace's block size."),
+                          "the bytes of a block (--tier sizes, capacities in GiB), from the "
+                          "trace's block size."),
         category_option(),
         block_id_option(),
         allow_truncated_option(),
     ]
+
+    if only is not None:
+        def flag(option: Callable) -> str:
+            @option
+            def probe() -> None:
+                pass
+            return probe.__click_params__[0].opts[0]
+        options = [o for o in options if flag(o) in only]
 
     def decorate(f: Callable) -> Callable:
         for option in reversed(options):

@@ -87,11 +87,9 @@ def result_line(cell: Cell, curve) -> str:
 
 def take_from_curves(cells: Sequence[Cell], store: SweepDir) -> list[Cell]:
     """Store every cell of ``cells`` a curve answers (one pass per group); the others, in order."""
-    from shadow.sim.cost.models import parse_cost_model
-    from shadow.sim.core.drive import sim_decode_threads
     from shadow.sim.mrc.curve import CSV_COLUMNS
     from shadow.sim.mrc.offline import curve_of_trace
-    from shadow.trace import open_trace
+    from shadow.sim.run import RunSpec
 
     groups: dict[CurveInfo, list[Cell]] = {}
     for c in cells:
@@ -100,11 +98,10 @@ def take_from_curves(cells: Sequence[Cell], store: SweepDir) -> list[Cell]:
     answered: set[Cell] = set()
     for info, members in groups.items():
         try:
-            with open_trace(info.trace_path, allow_truncated=info.allow_truncated,
-                            block_id=info.block_id, decode_threads=sim_decode_threads()) as tr:
-                curve = curve_of_trace(tr, info.trace_path, algo="lru", lookup="all",
-                                       replay_order=info.order,
-                                       cost=parse_cost_model(info.cost_model))
+            # NOTE: the members' runs differ in size and pins only, which the curve has all of
+            spec = RunSpec.from_cell(members[0])
+            with spec.open_trace(info.trace_path) as tr:
+                curve = curve_of_trace(tr, info.trace_path, spec)
         except (ShadowError, OSError) as exc:
             # NOTE: its cells run as cells, and fail (or not) with their own one line each
             logger.info("curve %s: %s; its cells run one by one", info.name, exc)

@@ -17,10 +17,9 @@ import pytest
 from click.testing import CliRunner
 
 from shadow.cli import cli
-from shadow.sim.cost.models import parse_cost_model
 from shadow.sim.core.drive import run_trace
 from shadow.sim.mrc.curve import CSV_COLUMNS, METRICS, TARGET_METRICS
-from shadow.sim.mrc.offline import curve_of_trace
+from shadow.sim.mrc.offline import curve_of_trace, curve_spec
 from shadow.sim.core.simulator import CacheSpec, Simulator
 from shadow.trace import open_trace
 from shadow.trace.synth import SynthParams, write_synth
@@ -37,7 +36,8 @@ def synth_trace(tmp_path_factory):
 
 def curve(path, **kw):
     with open_trace(str(path)) as tr:
-        return curve_of_trace(tr, path, cost=parse_cost_model(kw.pop("cost", "uniform")), **kw)
+        spec = curve_spec(kw.pop("algo", "lru"), cost_model=kw.pop("cost", "uniform"), **kw)
+        return curve_of_trace(tr, path, spec)
 
 
 def sizes_to_test(c, n_log: int = 24, n_points: int = 12) -> list[int]:
@@ -227,3 +227,25 @@ def test_bad_input_is_one_line(args, message, tmp_path):
     assert message in lines[0], lines[0]
     assert "Traceback" not in r.stderr
     assert not out.exists()
+
+
+def test_the_run_options_are_simulate_s():
+    """mrc declares the run settings a curve has through the shared decorator: the same flags,
+    names and defaults as simulate's."""
+    import click
+
+    from shadow.cli_options import run_options
+    from shadow.sim.mrc.commands import MRC_RUN_OPTIONS
+
+    @run_options()
+    def every(**_kw) -> None:
+        pass
+    shared = {tuple(p.opts): p for p in every.__click_params__}
+    mine = {tuple(p.opts): p for p in cli.get_command(click.Context(cli), "mrc").params}
+    picked = [k for k in shared if k[0] in MRC_RUN_OPTIONS]
+    assert len(picked) == len(MRC_RUN_OPTIONS)
+    for k in picked:
+        assert (mine[k].name, mine[k].default, mine[k].help) == (shared[k].name, shared[k].default,
+                                                                 shared[k].help)
+    for flag in ("--no-pin", "--timing", "--tier", "--service", "--category"):
+        assert not any(flag in k for k in mine)

@@ -10,11 +10,9 @@ from pathlib import Path
 import click
 
 from shadow.atomic import atomic_open, check_writable
-from shadow.cli_options import (allow_truncated_option, block_id_option, parse_size_list,
-                                trace_option)
+from shadow.cli_options import parse_size_list, run_options, trace_option
 from shadow.errors import ShadowError
 from shadow.progress import progress_bar
-from shadow.sim.cost.models import COST_MODELS, parse_cost_model
 from shadow.sim.mrc.curve import CSV_COLUMNS, METRICS, TARGET_METRICS, Curve, parse_targets
 from shadow.sim.mrc.offline import CURVE_ALGOS
 from shadow.sim.engine.rules import LOOKUP_MODES
@@ -22,6 +20,10 @@ from shadow.sim.engine.rules import LOOKUP_MODES
 log = logging.getLogger(__name__)
 
 GIB = 1024 ** 3
+#: The run options (shadow/cli_options.py) a curve has: its settings as simulate's.  Pins do not
+#: change it and timing and tiers are not one pass (docs/mrc.md).
+MRC_RUN_OPTIONS = ("--cost-model", "--replay-order", "--bytes-per-block", "--kv-config",
+                   "--block-id", "--allow-truncated")
 
 
 def default_sizes(curve: Curve) -> list[int]:
@@ -105,32 +107,20 @@ def block_bytes_of(bytes_per_block: int | None, kv_config: str | None,
 @click.option("--target", "target", default=None, metavar="SHARES",
               help="Smallest capacity reaching each share of the infinite cache's ratio "
                    "(comma list in (0, 1], e.g. 0.5,0.8,0.9,0.95,0.99), in blocks and GiB.")
-@click.option("--cost-model", default="uniform", show_default=True,
-              help=f"{', '.join(COST_MODELS)} (docs/sim.md, Cost models).")
 @click.option("--lookup", type=click.Choice(list(LOOKUP_MODES)), default="all", show_default=True,
               help="Blocks looked up (counted) per request, as simulate --lookup; vllm also "
                    "holds the final partial block's slot while the request runs.")
-@click.option("--replay-order", type=click.Choice(["deepest-first", "prefix-order"]),
-              default="deepest-first", show_default=True,
-              help="Order of the access phase (lru; vllm ranks by release whatever it is).")
-@click.option("--bytes-per-block", type=int, default=None,
-              help="KV bytes of one engine block (--target capacities in GiB).")
-@click.option("--kv-config", default=None, metavar="CONFIG[,DTYPE]",
-              help="A model's config.json (and KV cache dtype, default auto = 2 bytes): the bytes "
-                   "of a block from the trace's block size (--target capacities in GiB).")
-@allow_truncated_option()
-@block_id_option()
-def mrc(trace, algo, at, output, target, cost_model, lookup, replay_order, bytes_per_block,
-        kv_config, allow_truncated, block_id) -> None:
+@run_options(only=MRC_RUN_OPTIONS)
+def mrc(trace, algo, at, output, target, lookup, cost_model, replay_order, bytes_per_block,
+        kv_config, block_id, allow_truncated) -> None:
     """Exact miss-ratio curve of lru or vllm in one pass: the hit ratios that `simulate -a ALGO`
     gives at every cache size (from the largest request's size up), from stack distances.
 
     Without --trace, the bundled Mooncake trace.  docs/mrc.md says when it is exact and how to
     read it.
     """
-    from shadow.sim.mrc.offline import curve_of_trace
-    from shadow.trace import bundled_trace_path, open_trace
-    from shadow.sim.core.drive import sim_decode_threads
+    from shadow.sim.mrc.offline import curve_of_trace, curve_spec
+    from shadow.trace import bundled_trace_path
 
     path = trace if trace is not None else bundled_trace_path()
     sizes = None
@@ -139,28 +129,29 @@ def mrc(trace, algo, at, output, target, cost_model, lookup, replay_order, bytes
             raise ShadowError("--at is empty")
         sizes = parse_size_list(at, what="--at size")
     targets = parse_targets(target) if target is not None else []
-    cost = parse_cost_model(cost_model)
     if (bytes_per_block is not None or kv_config is not None) and not targets:
         raise ShadowError("--bytes-per-block and --kv-config size the --target capacities; "
                           "no --target given")
+    # NOTE: a block's bytes size the targets here, not a tier, so they stay out of the run
+    spec = curve_spec(algo, cost_model=cost_model, replay_order=replay_order, lookup=lookup,
+                      block_id=block_id, allow_truncated=allow_truncated, trace_name=path)
     if output:
         check_writable(output)    # NOTE: a missing or read-only directory now, not after the pass
 
-    with open_trace(path, allow_truncated=allow_truncated, block_id=block_id,
-                    decode_threads=sim_decode_threads()) as tr:
+    with spec.open_trace(path) as tr:
         h = tr.header
         block_bytes = block_bytes_of(bytes_per_block, kv_config, int(h.block_size_tokens or 0))
         click.echo(f"trace {path}: {h.n_requests} requests, {h.n_block_accesses} block accesses, "
                    f"block-id {block_id}")
         with progress_bar(h.n_block_accesses, "mrc", unit="accesses") as cb:
-            curve = curve_of_trace(tr, path, algo=algo, lookup=lookup, replay_order=replay_order,
-                                   cost=cost, progress=cb)
+            curve = curve_of_trace(tr, path, spec, progress=cb)
     # NOTE: every size is checked before anything is printed or written
     for c in sizes or ():
         curve.check_size(c)
     where = (f", request {curve.exact_from_req} needs {curve.exact_from}"
              if curve.exact_from_req >= 0 else "")
-    click.echo(f"curve {algo}, lookup {lookup}, replay {replay_order}, cost model {cost.name}: "
+    click.echo(f"curve {algo}, lookup {lookup}, replay {replay_order}, cost model "
+               f"{spec.cost.name}: "
                f"{curve.n_distinct} distinct blocks, {curve.n_blocks} looked up; exact from "
                f"{curve.exact_from} blocks{where}; flat from {max(curve.top, curve.exact_from)}")
     for c in sizes if sizes is not None else ([] if output or targets else default_sizes(curve)):

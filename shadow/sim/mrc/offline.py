@@ -1,9 +1,10 @@
-"""The exact curve of a whole trace in one pass (``shadow mrc``).
+"""The exact curve of a whole trace in one pass (``shadow mrc``, ``shadow sweep --mrc``).
 
 :func:`curve_of_trace` feeds every batch of an open trace to a
 :class:`~shadow.sim.mrc.stack.StackPass` set up as ``shadow simulate`` would serve the trace with
-``-a lru`` or ``-a vllm`` (the lookup mode's counted blocks and anonymous slots, the replay order,
-the cost model) and returns the :class:`~shadow.sim.mrc.curve.Curve`.
+``-a lru`` or ``-a vllm`` under the same :class:`~shadow.sim.run.RunSpec` (the lookup mode's
+counted blocks and anonymous slots, the replay order, the cost model) and returns the
+:class:`~shadow.sim.mrc.curve.Curve`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from collections.abc import Callable
 import numpy as np
 
 from shadow.errors import ShadowError
-from shadow.sim.cost.models import CostModel
+from shadow.sim.core.results import CacheSpec
+from shadow.sim.run import RunSpec
 from shadow.sim.mrc.curve import Curve
 from shadow.sim.mrc.stack import StackPass
 from shadow.sim.engine.rules import LOOKUP_MODES, lookup_counts, vllm_anonymous_counts
@@ -37,20 +39,29 @@ def check_setup(algo: str, lookup: str, replay_order: str) -> bool:
     return algo == "vllm" or replay_order == "deepest-first"
 
 
-def curve_of_trace(tr, path: str | os.PathLike[str], *, algo: str = "lru", lookup: str = "all",
-                   replay_order: str = "deepest-first", cost: CostModel,
+def curve_spec(algo: str = "lru", **options) -> RunSpec:
+    """The run a curve is of: ``simulate -a ALGO`` with ``options``
+    (:meth:`shadow.sim.run.RunSpec.from_options`'s); one cache stands for the policy, since a
+    curve has every size."""
+    return RunSpec.from_options((CacheSpec(algo, 1),), **options)
+
+
+def curve_of_trace(tr, path: str | os.PathLike[str], spec: RunSpec,
                    progress: Callable[[int, int], None] | None = None) -> Curve:
-    """The exact curve of the open trace ``tr`` (read from ``path``), every batch in file order.
+    """The exact curve of the open trace ``tr`` (read from ``path``) under ``spec``'s settings
+    (:class:`shadow.sim.run.RunSpec`: its one cache's policy, the lookup, replay order and cost
+    model; serial, without tiers), every batch in file order.
 
     ``progress(block accesses fed, requests fed)`` is called after each batch.
     """
     from shadow.sim.core.simulator import prefetched
 
-    deepest = check_setup(algo, lookup, replay_order)
-    bs = int(tr.header.block_size_tokens or 0)
-    if lookup != "all" and bs <= 0:
-        raise ShadowError(f"{path}: --lookup {lookup} needs the block size in tokens, which the "
-                          f"trace's header does not give")
+    if spec.timing != "serial" or spec.tiers:
+        raise ShadowError("a one-pass curve is of serial runs without tiers (docs/mrc.md)")
+    spec = spec.bind(tr.header, path)
+    algo, lookup, cost = spec.caches[0].policy, spec.lookup_mode, spec.cost
+    deepest = check_setup(algo, lookup, spec.replay_order)
+    bs = spec.block_size
     weighted = cost.name != "uniform"
     sp = StackPass(deepest, weighted)
     costs = np.ascontiguousarray(cost.costs(1024), dtype=np.float64)
@@ -75,5 +86,5 @@ def curve_of_trace(tr, path: str | os.PathLike[str], *, algo: str = "lru", looku
     if sp.n_blocks == 0:
         raise ShadowError(f"{path}: no block is looked up in its {sp.n_req} requests "
                           f"(--lookup {lookup}): no curve to draw")
-    return Curve.from_pass(sp, algo=algo, lookup=lookup, replay_order=replay_order,
+    return Curve.from_pass(sp, algo=algo, lookup=lookup, replay_order=spec.replay_order,
                            cost_model=cost.name)
