@@ -106,10 +106,11 @@ def _fast_inc(child: Any) -> Callable[[float], None]:
     """The cheapest correct ``inc`` of a labelled counter child.
 
     NOTE: ``prometheus_client.Counter.inc`` re-checks observability, the sign and the exemplar
-    on every call (~1.8 us); ``observe`` adds up to 240 positive deltas per engine step, on the
-    engine's own thread when the engine runs in-process, so for a plain prometheus_client child
-    it calls the value's ``inc`` (~0.7 us, the same lock and, in multiprocess mode, the same
-    mmap write).  Other counter classes (vLLM's Ray wrappers) keep their own ``inc``.
+    on every call; ``observe`` adds up to 240 positive deltas per engine step, on the engine's
+    own thread when the engine runs in-process, so for a plain prometheus_client child it calls
+    the value's ``inc`` (the same lock and, in multiprocess mode, the same mmap write; less than
+    half the time: docs/performance.md, "Measured choices").  Other counter classes (vLLM's Ray
+    wrappers) keep their own ``inc``.
     """
     value = getattr(child, "_value", None)
     if isinstance(child, Counter) and callable(getattr(value, "inc", None)):

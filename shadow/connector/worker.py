@@ -282,8 +282,8 @@ def lower_thread_priority(increment: int) -> None:
     ``shadow_dropped_requests_total``) instead of taking CPU from the engine.  Raising nice needs
     no privilege; where it is not possible the worker simply runs at normal priority.
     NOTE: off by default (``worker_nice`` 0): the worker shares the GIL with the engine's thread,
-    and a nicer worker descheduled while it holds the GIL stalls the engine (priority inversion;
-    +4 ms per request at +10 in the engine A/B, none at 0: docs/performance.md).
+    and a nicer worker descheduled while it holds the GIL stalls the engine (priority inversion:
+    docs/performance.md, "Engine A/B").
     """
     if increment <= 0 or not hasattr(os, "setpriority"):
         return
@@ -347,8 +347,9 @@ class ShadowWorker:
         """Queue an event regardless of the bound without waking an idle worker.
 
         NOTE: for steps that only grow running requests (most decode steps): waking the worker
-        every step makes it take the GIL in the middle of the engine's next step (+1 ms a
-        request in the engine A/B); it serves them in order with the next admission or
+        every step makes it take the GIL in the middle of the engine's next step (a cost per
+        request in the engine A/B: docs/performance.md, "Hook cost"); it serves them in order
+        with the next admission or
         release, or within its 0.5 s idle wait.
         """
         self.queue.append(event)

@@ -54,9 +54,9 @@ DEFAULT_BATCH_ENTRIES = 1 << 18
 MAX_INDEXED_FRAME = 1 << 26
 # NOTE: small input pieces and an output buffer larger than what one piece decodes to (lcp
 # bodies compress ~9:1): each decompress() call then fills one buffer, copied once into the
-# bytes it returns, instead of joining 128 KiB pieces.  Decoding alone, this was as fast as
-# decoding into a reused buffer and 15-20% below 256 KiB pieces with the default output size;
-# inside the reader the difference is lost in the noise of a loaded machine.
+# bytes it returns, instead of joining 128 KiB pieces.  Decoding alone this is as fast as
+# decoding into a reused buffer and faster than 256 KiB pieces (docs/performance.md, "Measured
+# choices"); inside the reader the difference is lost in the noise of a loaded machine.
 _INPUT_PIECE = 1 << 15     # compressed bytes fed to zstd at a time
 _OUTPUT_SIZE = 1 << 20     # zstd output buffer per decompress() call
 _PLAIN_CHUNK = 1 << 22     # bytes read at a time from a plain file

@@ -42,8 +42,8 @@ from shadow.trace.format import (
 from shadow.trace.frames import FrameEntry, pack_entry
 from shadow.trace.header import LcpHeader
 
-# NOTE: level 1 with long-distance matching: on lcp bodies it is ~4% larger than level 3 and
-# half the CPU time (docs/performance.md); decoding is as fast.
+# NOTE: level 1 with long-distance matching: on lcp bodies it is a little larger than level 3 for
+# half the CPU time (docs/performance.md, "Trace layer"); decoding is as fast.
 DEFAULT_LEVEL = 1
 WINDOW_LOG = 27
 # NOTE: decompressed payload per body frame: large enough that cutting the stream costs little

@@ -19,9 +19,8 @@ from shadow.trace.reader import default_decode_threads
 #: NOTE: one is enough: a decode thread (~80-100 M entries/s here; parsing has its own thread)
 #: outruns the fastest cache's serve loop (~50 M/s); a second one takes turns on the serve loop's
 #: core and keeps twice the frames (4 MiB each) in flight through the L3 that the caches' state
-#: lives in.  End to end, one thread vs two (docs/performance.md, "One decode thread when
-#: simulating"): x1.08 and x1.09 (geometric means of 15 and 8 cells) in two series, x1.02 in a
-#: third; never a loss outside the noise.
+#: lives in.  End to end one thread is never slower than two (docs/performance.md, "One decode
+#: thread when simulating").
 SIM_DECODE_THREADS = 1
 
 

@@ -293,8 +293,8 @@ cdef struct SlotMap:
 # NOTE: why 4-byte entries at load 1/4 and not 8-byte ones at 1/2 (same 16 B per slot): nearly
 # every access of a simulated cache probes for an absent id (a miss) and every eviction deletes
 # one; the probe and the backward shift end at the first empty entry, and their length (and its
-# unpredictable branches) falls from 2.5 to 1.2 entries on average.  A minimal LRU over the bench
-# trace ran 28 M/s with the former layout and 38-40 M/s with this one.
+# unpredictable branches) falls from 2.5 to 1.2 entries on average, and the serve loop is
+# faster for it (docs/performance.md, "Measured choices").
 #
 # Two ways to find an entry's home, chosen once per table:
 # * fp_home (small tables, fingerprint bits >= 2 + log2(size)): fingerprint = the top bits of the
@@ -307,19 +307,14 @@ cdef struct SlotMap:
 # s3fifo, arc, random_compute and its small-queue subclass) asks for 3 entries a slot (load <=
 # 1/3, 12 B/slot) from SLOTMAP_COMPACT_MIN slots on (class attribute ``TABLE_PER_SLOT``, read by
 # ``Policy.__cinit__``).  Expected miss probe 1.6 entries instead of 1.4, still within one cache
-# line nearly always.  Measured (loop only, one process,
-# 4 / 3 / 2 entries a slot interleaved per round, 5 rounds, medians, noisy machine), 3 vs 4 at
-# 8k / 128k / 512k: gdsf x0.98 / 1.03 / 0.99, s3fifo x0.88 / 1.02 / 0.91, arc x0.94 / 0.86 / 1.11,
-# random_compute x0.95 / 0.93 / 1.04, lru x1.12 / 1.02 / 0.89: no loss above the noise; 2
-# entries a slot (8 B) cost lru/fifo/s3fifo x0.75-0.80 at 8k and arc x0.71 at 128k.
+# line nearly always: 3 entries a slot lose nothing measurable against 4, 2 entries do
+# (docs/performance.md, "Measured choices").
 #
-# NOTE: tried and measured (engineer I4, 2026-12-02): above the fp_home limit, 8-byte entries at
-# load 1/2 (32-bit fingerprint = the hash's top bits, which also give the home; 32-bit slot + 1;
-# 16 B per slot), so that deletion never reads a key.  It was slower, not faster: loop-only CPU
-# medians of 3 alternated runs against this layout, 128k / 512k slots: lru x0.87 / x0.69, s3fifo
-# x0.72 / x0.93, gdsf x0.68 / x1.01, random_compute x0.94 / x0.97 (with a second prefetch of the
-# next line).  A miss's probe (~2.5 entries instead of ~1.4) costs more than the ~0.3 key reads
-# per delete it saves; the resident table is probed far more often than it is shifted.
+# NOTE: tried and rejected: above the fp_home limit, 8-byte entries at load 1/2 (32-bit
+# fingerprint = the hash's top bits, which also give the home; 32-bit slot + 1; 16 B per slot),
+# so that deletion never reads a key.  It was slower, not faster (docs/performance.md,
+# "Measured choices"): a miss's probe (~2.5 entries instead of ~1.4) costs more than the ~0.3
+# key reads per delete it saves; the resident table is probed far more often than it is shifted.
 
 cdef inline uint64_t slotmap_hash(int64_t key) noexcept nogil:
     return (<uint64_t>key) * <uint64_t>0x9E3779B97F4A7C15ULL

@@ -470,9 +470,9 @@ cdef int _serve(CacheRun run, AnyPolicy p, const int64_t* ids, int64_t B, const 
             acc.cost = cint[first_miss]
             acc.cost_exact = cexact[first_miss]
             # NOTE: the fast kinds read nothing of ``acc`` but the id, and ``nxt`` is read
-            # nowhere else for them: this one load per request was a cache miss (the array is
-            # streamed past, one entry per request), ~12-15% of lru/fifo's loop time at 8k
-            # slots (perf, base and main alike).
+            # nowhere else for them: this one load per request is a cache miss (the array is
+            # streamed past, one entry per request), a measurable share of lru/fifo's loop time
+            # (docs/performance.md, "Measured choices").
             acc.next_access = nxt[first_miss] if AnyPolicy is Policy else -1
             acc.position = first_miss
         else:
@@ -897,7 +897,7 @@ cdef class CacheRun:
         self.pin = pin
         policy.pin_enabled = pin
         # NOTE: from 32k slots (LR_RING_MIN) on, as the rings' prefetch-ahead: below, the table
-        # sits in the L2 and the prefetches cost 1-7% at 8k slots (loop only, measured).
+        # sits in the L2 and the prefetches only cost (docs/performance.md, "Prefetches").
         self.pf_table = policy.capacity >= LR_RING_MIN
         self.pf_ghost = self.pf_table and self.kind in (K_ARC, K_S3FIFO)
         self.deepest_first = replay_order == "deepest-first"

@@ -185,7 +185,8 @@ cdef class Policy:
         """Register ``block_id`` in a free slot and return the slot (the caller ensured one)."""
         cdef int64_t slot
         # NOTE: the 64-bit path (and the widening) out of line: with both inline, gcc stopped
-        # inlining _take_slot into the serve loop (lru at 8k slots: 8% more instructions).
+        # inlining _take_slot into the serve loop (more instructions: docs/performance.md,
+        # "Measured choices").
         if not sids_store_narrow(&self.slot_ids, block_id):
             return self._take_slot_wide(block_id)
         slot = self.free_head

@@ -75,7 +75,8 @@ cdef class Policy:
         # 16); a denser table means longer probes and shifts, so caches below
         # SLOTMAP_COMPACT_MIN slots, where memory does not matter, keep 4.  Read here, before
         # the table is allocated: a table sized twice (allocated, freed, allocated again) moved
-        # glibc's mmap threshold and cost 2.7 B/slot more RSS than it saved in one policy.
+        # glibc's mmap threshold and cost more RSS than it saved (docs/performance.md,
+        # "Measured choices").
         per_slot = SLOTMAP_PER_SLOT
         if capacity >= SLOTMAP_COMPACT_MIN:
             per_slot = min(per_slot, getattr(type(self), "TABLE_PER_SLOT", per_slot))

@@ -247,12 +247,10 @@ cdef inline void lr_maybe_prefetch_ahead(LRing* L, const SlotIds* slot_ids, cons
 #
 # NOTE: why both (fifo): the ring pays for its extra work (a compaction per about ``capacity``
 # inserts, pinned entries shifted up behind a victim, stale entries passed) only with its
-# prefetches, and those only pay once a cache's state leaves the L2 (``LRing.ahead``).  Measured
-# at 8k slots (callgrind, the bench trace, loop only): fifo ran 11% more instructions on the ring
-# than on a list (2.65 G vs 2.38 G; compactions 5%, shifts behind pinned entries 4%, scans 2%);
-# on an SOrder 2.44 G.  lru (3.7% more on the ring: a hit appends, so its ring is half stale) and
-# vllm (level) got slower on an SOrder (2.56 G / 2.74 G vs 2.52 G / 2.59 G on the ring: the larger
-# serve loop, with both forms inlined, compiled worse), so they keep the ring at every size.  The
+# prefetches, and those only pay once a cache's state leaves the L2 (``LRing.ahead``): at 8k
+# slots fifo runs fewer instructions on a list.  lru (a hit appends, so its ring is half stale)
+# and vllm got slower on an SOrder (the larger serve loop, with both forms inlined, compiled
+# worse), so they keep the ring at every size (docs/performance.md, "Measured choices").  The
 # form is chosen once per cache (``ring``); every operation tests it, a branch that always goes
 # the same way.  Both give the same order, so the same victims.
 

@@ -225,8 +225,8 @@ cdef int64_t so_ring_take_victim(LRing* q, const SlotIds* slot_ids, const uint16
     """:func:`so_take_victim` of a ring.
 
     NOTE: the same steps as LRU's and VLLM's inline ``fast_evict``; kept apart on purpose: one
-    shared inline helper for the three changed gcc's inlining of the serve loop (callgrind, 8k
-    slots, 60k requests: vllm +8% instructions, lru +0.7%), so it was not kept.
+    shared inline function for the three changed gcc's inlining of the serve loop (more
+    instructions for vllm and lru: docs/performance.md, "Measured choices"), so it was not kept.
     """
     cdef int64_t i = lr_unpinned_first(q, pins), s
     if i < 0:

@@ -18,10 +18,9 @@ cdef inline uint64_t _table_size(int64_t limit) noexcept nogil:
     """Table entries for ``limit`` ids: load 1/2 from LR_RING_MIN ids on (the memory target),
     1/8 below, where the 24 B more per id do not matter.  NOTE: nearly every probe is for an
     absent id (a miss) and ends at the first empty entry, and a pop's backward shift at the next
-    one: both shorten with the load.  Measured at 8k blocks (loop only, vs load 1/2): load 1/4
-    arc x1.33, s3fifo x1.07-1.28; load 1/8 another x1.19 arc, x1.04 s3fifo, and no loss at 30k
-    blocks.  1/16 gained ~4% more at 8k but would be a 2 MB table at 32k ids (one noisy run
-    there, inconclusive): not taken."""
+    one: both shorten with the load, which pays for itself in small caches (loop only,
+    docs/performance.md, "Measured choices"); 1/16 would be a 2 MB table at 32k ids for a small
+    gain: not taken."""
     if limit <= 4:
         return 16
     if limit < LR_RING_MIN:

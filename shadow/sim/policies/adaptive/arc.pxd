@@ -120,7 +120,7 @@ cdef class ARC(Policy):
         entry: the delete; its ghost-table home: the insert), and from ``LR_RING_MIN`` slots the
         same for the slot two before the tail (:c:func:`dl_prefetch_walk`: one eviction was not
         enough for the table entries to arrive).  Below, the lists sit in the L2 and the walk
-        cost 8% more instructions at 8k slots."""
+        only costs instructions (docs/performance.md, "Measured choices")."""
         cdef int32_t q
         if d.tail < 0:
             return

@@ -19,8 +19,8 @@ if neither has one the plain tail is taken.
 Memory: base 22 B/slot (18 from 32k slots: ``TABLE_PER_SLOT``) + lists 8 + list tag 1 B/slot + one ghost ring for B1 and B2 sized for
 C + 16 ids (16 B per id: 4 B x 2 in the ring, 4 B x 2 in its table (x 8 below 32k slots); 8 B
 more once an id past 2**31 - 1 has been pushed; B1 and B2 together hold at most about C ids once
-the cache is full; the ring grows by half when a burst of evictions needs more): 43 B/slot
-measured with the ghosts full (27 with them empty).
+the cache is full; the ring grows by half when a burst of evictions needs more); measured with
+the ghosts empty and full: docs/performance.md, "Memory per slot".
 """
 
 from libc.stdint cimport int64_t, int32_t, uint8_t

@@ -30,7 +30,8 @@ unpinned one is resident.
 The lists, ghost ring, ``p`` and ``remove`` are ARC's (``CAR`` extends ``policies.arc.ARC``, whose
 T1/T2 ``DList`` heads are CAR's clock tails and whose tails are the hands).
 
-Memory: ARC's + the reference bit 1 B/slot: 28 B/slot measured with the ghosts empty, 44 full.
+Memory: ARC's + the reference bit 1 B/slot (measured with the ghosts empty and full:
+docs/performance.md, "The other policies").
 """
 
 from libc.stdint cimport int64_t, int32_t, uint8_t

@@ -53,8 +53,8 @@ admitted blocks are passed over; every block pinned: the plain choice (best effo
 ``LHD_remove`` does neither).
 
 Speed: from 64k slots an eviction prefetches its draws' tags and densities (and costs) before
-ranking them (bench/bench_sim.py loop only: lhd 8.1 M accesses/s at 128k slots, 6.4-7.4
-without; at 8k, where everything sits in L2, it cost 6% and is off).
+ranking them; at 8k, where everything sits in L2, the prefetch costs more than it saves and is
+off (docs/performance.md, "Measured choices").
 
 Memory: base 22 B/slot + dense set 8 + tag 16 (clock stamp 8, last hit age 2, class 1, explorer
 1, padding 4) = 46 B/slot, plus 3.84 MB a cache for the tables (16 classes x 20000 ages x hit
@@ -315,8 +315,9 @@ cdef class LHD(Random):
             return -1
         if self.capacity >= PF_MIN_SLOTS:
             # NOTE: the draws are independent: load their tags, then their densities, together
-            # (each a miss in a large cache) before ranking them one by one.  Measured loop
-            # only: +10-25% at 128k slots, -6% at 8k (everything in L2 there), hence the bound.
+            # (each a miss in a large cache) before ranking them one by one.  In a small cache
+            # everything sits in L2 and the prefetch only costs, hence the bound (measured:
+            # docs/performance.md, "Measured choices").
             for j in range(got):
                 __builtin_prefetch(&self.tags[self.cand[j]])
                 if self.cost != NULL:

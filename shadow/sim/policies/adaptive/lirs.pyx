@@ -27,8 +27,8 @@ slots; the non-resident ids of S, oldest first, are a second :c:type:`GhostRing`
 
 Memory: base 22 B/slot + Q links 8 + flags 1 + S ring and table for 2C + 4 ids (ring 2 x 4 B,
 table 2 x 4 B per id: 32 B/slot) + nh for 2C + 4 ids (13 B per id: 26 B/slot) = 89 B/slot, all
-allocated up front (LIRS keeps up to 2C ids in S: libCacheSim's ``limitStack``); measured 51
-B/slot filled, 88 with S and nh full.
+allocated up front (LIRS keeps up to 2C ids in S: libCacheSim's ``limitStack``); measured filled
+and with S and nh full: docs/performance.md, "The other policies".
 """
 
 from libc.stdint cimport int64_t, int32_t, uint8_t

@@ -21,8 +21,7 @@ candidates sends the eviction to the other queue; only if both have none is the 
 Memory: base 22 B/slot (18 from 32k slots: ``TABLE_PER_SLOT``) + ring positions 4 + the two slot rings (4 B x 1.25 per queued slot, about
 5) + freq/queue 2 B/slot + the ghost ring (4 B x 1.25 in the ring + 4 B x 2 in its table = 13 B per
 ghost entry, 37 B below 32k ghost ids, 5 B more once an id past 2**31 - 1 has been pushed;
-``ghost-size-ratio`` of C): 41 B/slot measured with the ghost full at the defaults (28 with it
-empty).
+``ghost-size-ratio`` of C); measured empty and full: docs/performance.md, "Memory per slot".
 """
 
 from libc.stdint cimport int64_t, int32_t, uint8_t

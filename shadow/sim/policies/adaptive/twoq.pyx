@@ -15,8 +15,8 @@ only pinned blocks sends the eviction to the other one; if both have none the pl
 taken.  A spilled Am eviction skips pinned blocks within Am only.
 
 Memory: base 22 B/slot + lists 8 + queue tag 1 B/slot + Aout ghosts (a ghost ring: 13 B per
-entry, 18 once an id past 2**31 - 1 has been pushed; ``Aout-size-ratio`` of C): 38 B/slot
-measured with Aout full at the defaults (31 empty).
+entry, 18 once an id past 2**31 - 1 has been pushed; ``Aout-size-ratio`` of C); measured with
+Aout empty and full: docs/performance.md, "Memory per slot".
 """
 
 from libc.stdint cimport int64_t, int32_t, uint8_t

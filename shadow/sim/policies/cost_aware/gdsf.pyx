@@ -20,8 +20,8 @@ order matters: when the 32-bit counter runs out, the live stamps are renumbered 
 the same order (in place, O(n log n), once per ~4e9 inserts/hits), which changes no comparison.
 
 Memory: base 22 B/slot + heap entry 16 + position 4 + freq 4 = 46 B/slot below 32k slots; from
-32k slots the resident table keeps 3 entries a slot instead of 4 (``TABLE_PER_SLOT``): 42 B/slot
-(measured 42.1 at 1M slots), under the 48 B budget.
+32k slots the resident table keeps 3 entries a slot instead of 4 (``TABLE_PER_SLOT``): 42 B/slot,
+under the 48 B budget (measured: docs/performance.md, "Memory per slot").
 """
 
 from libc.stdint cimport int64_t, int32_t, uint16_t, uint32_t

@@ -18,12 +18,13 @@ order for unpinned blocks, and only if every block is pinned is a pinned one tak
 
 Memory: base 22 B/slot + pin bitmap 1/8 + dense set 8 + one 16-byte record (last 4, cost 4,
 freq 8) = 46 B/slot; from 32k slots the resident table keeps 3 entries a slot instead of 4
-(``TABLE_PER_SLOT``): 42 B/slot (measured 42.2 at 1M slots).  NOTE: the record is all a draw or a hit reads;
-the score's numerator ``cost * freq`` is computed at the draw (the same double product a touch used
-to store).  ``last`` is kept as ``stamp - epoch`` in 32 bits: a stamp 2**31 past the epoch moves it
-and clamps the older stamps, without changing a decision (see ``_rel_slow``).  ``cost`` is kept in
-32 bits; the first cost outside int32 moves every cost to a 64-bit array for good (+8 B/slot), as
-belady_compute does, so no score ever sees a clipped cost.
+(``TABLE_PER_SLOT``): 42 B/slot (measured: docs/performance.md, "Memory per slot").
+NOTE: the record is all a draw or a hit reads; the score's numerator ``cost * freq`` is computed at
+the draw (the same double product a touch used to store).  ``last`` is kept as ``stamp - epoch`` in
+32 bits: a stamp 2**31 past the epoch moves it and clamps the older stamps, without changing a
+decision (see ``_rel_slow``).  ``cost`` is kept in 32 bits; the first cost outside int32 moves every
+cost to a 64-bit array for good (+8 B/slot), as belady_compute does, so no score ever sees a clipped
+cost.
 
 Speed (same draws and decisions): a sample's draws are scored with a cheap lower bound of the
 score first; the ``exp`` is taken only for a draw that may enter the ``evict-batch`` kept so far.

@@ -24,9 +24,9 @@ pinned, main is sampled (pinned draws redrawn, as random_compute) for at most as
 has unpinned blocks, and small gives the rest; best effort only when every block is pinned.
 
 Memory: random_compute's 42 B/slot + the small FIFO (a slot ring, 5 B per queued slot; its ring
-positions share the sampling set's ``pos`` array) = 46.3 B/slot measured, plus the ghost (a ghost
-ring, 13 B per ghost entry, 18 once an id past 2**31 - 1 has been pushed): 59.7 B/slot measured
-with the ghost full at the default ratio 0.9.
+positions share the sampling set's ``pos`` array), plus the ghost (a ghost ring, 13 B per ghost
+entry, 18 once an id past 2**31 - 1 has been pushed): above the 48 B budget with the ghost full at
+the default ratio 0.9 (measured empty and full: docs/performance.md, "Memory per slot").
 """
 
 from libc.stdint cimport int64_t, int32_t, uint64_t, INT32_MIN

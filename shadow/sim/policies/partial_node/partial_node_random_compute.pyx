@@ -24,7 +24,8 @@ node's tail is pinned.
 
 Memory: base 22 B/slot (18 from 32k slots: the resident table at 3 entries a slot,
 ``TABLE_PER_SLOT``) + per slot (node, up link, cost) 12 + per node (tail, stamp, sampling-set
-item) 12 = 42 B/slot from 32k slots, 46 below (measured 42.3 at 1M slots, RSS); nodes are
+item) 12 = 42 B/slot from 32k slots, 46 below (measured: docs/performance.md, "Memory per
+slot"); nodes are
 allocated for ``capacity``, as every block may be its own node.  NOTE: what is not kept, each
 without changing a decision: no down links (a node is walked from its tail up; ``remove`` of a
 middle block walks to the block below it), no positions (a node's deepest touched block is the

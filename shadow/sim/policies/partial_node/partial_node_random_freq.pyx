@@ -15,8 +15,8 @@ RandomFreeBlockManager").  Nodes, splitting, stamping, sampling, trimming, pins 
   node that only one request built.
 
 Memory: partial_node_random_compute's 42 B/slot + the per-node freq 4 = 46 B/slot from 32k slots,
-50 below (measured 46.4 at 1M slots, RSS).  NOTE: the freq is kept in 32 bits until one passes
-2**32 - 1, then in 64 bits for good (+4 B/node): the counts stay exact.
+50 below (measured: docs/performance.md, "Memory per slot").  NOTE: the freq is kept in 32 bits
+until one passes 2**32 - 1, then in 64 bits for good (+4 B/node): the counts stay exact.
 """
 
 from libc.stdint cimport int64_t, int32_t, uint32_t, UINT32_MAX
