@@ -85,7 +85,7 @@ def test_datasource_variable_and_filters() -> None:
             assert "model" in used and "engine" in used, (p["title"], t["refId"])
 
 
-def test_panels_cover_the_issue() -> None:
+def test_panels_cover_the_questions_the_dashboard_answers() -> None:
     titles = " | ".join(p["title"].lower() for p in all_panels(dashboard()))
     for words in ("hit ratio per policy", "compute-saving ratio per policy", "hit ratio against capacity",
                   "compute-saving ratio against capacity", "fidelity", "best policy", "gap-spanning gain",

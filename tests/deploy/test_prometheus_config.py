@@ -104,7 +104,7 @@ def test_rules_name_only_exported_or_recorded_metrics() -> None:
             recorded.add(rule["record"])
 
 
-def test_rules_cover_the_issue() -> None:
+def test_rules_record_every_ratio_and_alert_on_drops_and_drift() -> None:
     recorded = {r["record"] for r in rules() if "record" in r}
     alerts = {r["alert"]: r for r in rules() if "alert" in r}
     for name in ("shadow:block_hit_ratio:rate5m", "shadow:block_prefix_hit_ratio:rate5m",
