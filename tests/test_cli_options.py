@@ -1,5 +1,6 @@
-"""The shared option decorators (shadow/cli_options.py): every subcommand's --help, and the run
-options (one decorator, shadow.sim.run.RunSpec's settings) on both commands that run a trace."""
+"""The shared option decorators: every subcommand's --help (shadow/cli_options.py), and the run
+options (one decorator, shadow/sim/options.py: shadow.sim.run.RunSpec's settings) on both
+commands that run a trace."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from shadow.cli import COMMANDS, cli
-from shadow.cli_options import run_options
+from shadow.sim.options import run_options
 
 
 def _run_params(many: bool) -> list[click.Option]:

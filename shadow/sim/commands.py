@@ -9,11 +9,12 @@ from pathlib import Path
 import click
 
 from shadow.atomic import atomic_open, check_writable
-from shadow.cli_options import parse_name_list, parse_size_list, run_options, trace_option
+from shadow.cli_options import parse_name_list, parse_size_list, trace_option
 from shadow.errors import ShadowError
 from shadow.progress import progress_bar
 from shadow.sim.registry import EXCLUDED, FAMILIES, POLICIES, is_built, policy_info
 from shadow.sim.core.results import CacheSpec
+from shadow.sim.options import run_options
 
 log = logging.getLogger(__name__)
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import click
 
-from shadow.cli_options import parse_name_list, parse_size, run_options
+from shadow.cli_options import parse_name_list, parse_size
 from shadow.errors import ShadowError
+from shadow.sim.options import run_options
 from shadow.sweep.plan import parse_capacities, plan_cells
 
 

@@ -234,7 +234,7 @@ def test_the_run_options_are_simulate_s():
     names and defaults as simulate's."""
     import click
 
-    from shadow.cli_options import run_options
+    from shadow.sim.options import run_options
     from shadow.sim.mrc.commands import MRC_RUN_OPTIONS
 
     @run_options()

@@ -10,12 +10,13 @@ from pathlib import Path
 import click
 
 from shadow.atomic import atomic_open, check_writable
-from shadow.cli_options import parse_size_list, run_options, trace_option
+from shadow.cli_options import parse_size_list, trace_option
 from shadow.errors import ShadowError
 from shadow.progress import progress_bar
 from shadow.sim.mrc.curve import CSV_COLUMNS, METRICS, TARGET_METRICS, Curve, parse_targets
 from shadow.sim.mrc.offline import CURVE_ALGOS
 from shadow.sim.engine.rules import LOOKUP_MODES
+from shadow.sim.options import run_options
 
 log = logging.getLogger(__name__)
 
