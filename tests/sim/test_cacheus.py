@@ -293,7 +293,7 @@ def follow_libcachesim(n_gets: int) -> tuple[int, int]:
 def test_libcachesim_timing_reference_follows_libcachesim_get_by_get():
     # With the experts' choices made equal (the draws differ), the reference with libCacheSim's
     # spill timing keeps libcachesim's resident set after every get, through SR's growth and
-    # hundreds of learned evictions: what docs/policies.md says SR-LRU does.  NOTE: in a fresh
+    # hundreds of learned evictions: what docs/policies/adaptive.md says SR-LRU does.  NOTE: in a fresh
     # process: libcachesim's SR-hit path reads the marks of an object just allocated in R (stale
     # memory, SR_LRU.c), so after other caches ran in the same process it may shrink SR once.
     pytest.importorskip("libcachesim")

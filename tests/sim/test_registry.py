@@ -1,7 +1,8 @@
 """The registry is the one list of policies, read from the files: every policy is a file
 shadow/sim/policies/<family>/<name>.pyx in the folder of its spec's family, is built, declares a
 valid spec, has a pure-Python reference with the same defaults, a test module and a section in
-docs/policies.md.  Adding a policy without any of these fails here (it is never skipped)."""
+its family's document, docs/policies/<family>.md.  Adding a policy without any of these fails
+here (it is never skipped)."""
 
 from __future__ import annotations
 
@@ -32,9 +33,9 @@ def test_every_policy_is_complete(name):
     assert parse_params(None, getattr(ref, "DEFAULTS", "")) == parse_params(None, spec.defaults), \
         f"the reference's DEFAULTS differ from {name}'s spec"
     assert (ROOT / "tests" / "sim" / f"test_{name}.py").is_file(), f"no tests/sim/test_{name}.py"
-    doc = (ROOT / "docs" / "policies.md").read_text()
-    assert re.search(rf"^#+ `?{re.escape(name)}`?\s*$", doc, re.M), \
-        f"docs/policies.md has no section for {name}"
+    doc = ROOT / "docs" / "policies" / f"{family_package(spec.family)}.md"
+    assert re.search(rf"^### `?{re.escape(name)}`?\s*$", doc.read_text(), re.M), \
+        f"{doc.relative_to(ROOT)} has no section for {name}"
 
 
 def test_the_order_names_every_policy_file_and_nothing_else():
@@ -77,3 +78,16 @@ def test_specs_are_read_in_registry_order():
 def test_a_bad_spec_is_refused(bad, match):
     with pytest.raises(Exception, match=match):
         PolicySpec(**bad)
+
+
+def test_the_families_table_of_docs_policies_md_is_the_registry():
+    """docs/policies.md's table of families names each family's document and exactly its
+    policies, in --list-algos order."""
+    text = (ROOT / "docs" / "policies.md").read_text()
+    rows = re.findall(r"^\| \[[^]]*\]\(policies/(\w+)\.md\) \| `([\w-]+)` \| ([^|]*) \|$", text, re.M)
+    assert [fam for _, fam, _ in rows] == list(FAMILIES)
+    for pkg, fam, names in rows:
+        assert pkg == family_package(fam)
+        assert (ROOT / "docs" / "policies" / f"{pkg}.md").is_file()
+        want = [n for n in ORDER if POLICY_FAMILIES[ALIASES.get(n, n)] == fam]
+        assert [n.strip() for n in names.split(",")] == want, fam

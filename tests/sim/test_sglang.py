@@ -1,6 +1,6 @@
 """sglang: SGLang's RadixCache default (least recent evictable leaf), on the block level.
 
-SGLang's own radix cache is not driven here (docs/policies.md, ``### sglang``, says why): the
+SGLang's own radix cache is not driven here (docs/policies/engine_exact.md, ``### sglang``, says why): the
 cases below are traced by hand from its rules (python/sglang/srt/mem_cache/radix_cache.py:
 ``evict`` pops the least recent evictable leaf, a parent joins once its last child is gone,
 ``lock_ref`` keeps a running request's nodes, ``match_prefix`` and ``insert`` stamp the path).
@@ -83,7 +83,7 @@ def test_generated_blocks_hang_under_the_prompt():
 def test_equals_vllm_and_leaf_only_lru_offline():
     # With prefix ids a parent is stamped (or released) no earlier than its children, so offline
     # every order keeps parents behind their children: sglang, vllm and lru under leaf-only make
-    # the same choices in both replay orders (docs/policies.md, ``### sglang``).
+    # the same choices in both replay orders (docs/policies/engine_exact.md, ``### sglang``).
     reqs = read_jsonl(SYNTHETIC)[:3000]
     for order in ("deepest-first", "prefix-order"):
         sim = Simulator([CacheSpec("sglang", 1024), CacheSpec("vllm", 1024),

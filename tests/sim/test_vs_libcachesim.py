@@ -27,11 +27,11 @@ def _make(cls_name: str):
         # NOTE: libCacheSim aborts the process for an S3FIFO small queue of 0 blocks (C < 10)
         if cls_name == "S3FIFO" and cap < 20:
             pytest.skip("S3FIFO needs C >= 20")
-        # NOTE: shadow's slru covers C % n-seg != 0 with uneven segments (docs/policies.md)
+        # NOTE: shadow's slru covers C % n-seg != 0 with uneven segments (docs/policies/frequency.md)
         if cls_name == "SLRU" and cap % 4:
             pytest.skip("C % 4 != 0 differs")
         # NOTE: shadow's wtinylfu keeps a window of at least one block and gives probation the
-        # remainder of main (docs/policies.md): equal when libCacheSim's sizes are the same
+        # remainder of main (docs/policies/frequency.md): equal when libCacheSim's sizes are the same
         if cls_name == "WTinyLFU":
             main = cap - int(cap * 0.01)
             if main == cap or int(0.2 * main) + int(0.8 * main) != main:

@@ -1,7 +1,7 @@
 """The session-level family's shared machinery in plain Python (``policies/session/_base.pyx``).
 
 Residency stays per block; only the victim is chosen per session (PrefixSim fork's
-``sessionCache.cpp``).  The rules, docs/policies.md "Session-level policies":
+``sessionCache.cpp``).  The rules, docs/policies/session.md:
 
 * ``set_request_ctx`` names the arriving request's session (``session_id < 0``: a fresh
   synthetic session of its own) and its next request (``-1``: never, read as INT64_MAX).

@@ -9,7 +9,7 @@ Structures (every OrderedDict's first key is its bottom / oldest end):
 * ``nh``: the non-resident HIR ids of S, oldest first (libCacheSim's ``LRU_nh``);
 * ``lir``: the LIR ids.  Resident = ``lir`` + ``q``; an id in S that is neither is non-resident.
 
-Rules (L1..L8 are named in docs/policies.md and the tests):
+Rules (L1..L8 are named in docs/policies/adaptive.md and the tests):
 
 * L1 LIR hit: move to S's top, prune.
 * L2 hit of a resident HIR in S: move to S's top, leave Q, demote while ``|lir| + 1 > L``,

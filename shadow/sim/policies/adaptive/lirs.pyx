@@ -4,7 +4,7 @@ HIR blocks, non-resident HIR ids in S.
 
 Sizes: ``H = max(1, int(hirs-ratio * C))`` resident HIR blocks, ``L = C - H`` LIR blocks.  The
 rules (L1..L8, evict) are those of the reference, ``shadow/sim/reference/lirs.py``, and
-docs/policies.md "lirs":
+docs/policies/adaptive.md, "lirs":
 
 * hit: LIR -> S's top, prune (L1); resident HIR in S -> S's top, out of Q, demote while the LIR
   set is full, becomes LIR (L2); resident HIR not in S -> Q's MRU end, demote while the LIR set is

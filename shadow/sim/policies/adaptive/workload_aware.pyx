@@ -17,7 +17,7 @@ first-seen order) at the first eviction after anything changed (a request's cont
 ``on_request``, an insert or removal, the pinned count); within a run of evictions only the
 victim's category is re-keyed, with its next candidate.  ``on_request`` moves the request's reused
 blocks to the back of their lists in prefix order, inserts append in access order (the fork's
-order, kept: docs/policies.md).
+order, kept: docs/policies/adaptive.md).
 
 Pins: honoured.  A category's candidate is its first unpinned block from the front (the walk
 resumes after the last victim within a run of evictions); if no category has one, the smallest

@@ -8,7 +8,7 @@ an evictable leaf joins the candidates (``RadixCache.evict``).  ``last_access_ti
 every node of the path a ``match_prefix`` walks and of the path an ``insert`` walks
 (``cache_unfinished_req`` after a prefill chunk, ``cache_finished_req`` when the request ends).
 
-Here (docs/policies.md, ``### sglang``, for the mapping and what is not modelled): one recency
+Here (docs/policies/engine_exact.md, ``### sglang``, for the mapping and what is not modelled): one recency
 ring as ``lru``'s; a hit and an insert move the block to the most recent end (the match and the
 insert of the serve loop), and so does a release (``cache_finished_req``'s insert of the whole
 path, tail first as the loop releases); the victim is the least recent block that is neither

@@ -21,7 +21,7 @@ the estimate is their minimum.
   candidate is evicted.  Each candidate taken is added to the sketch after its decision.  An
   empty window evicts main's victim; a main of 0 blocks (``C = 1``) evicts the candidate.
 
-Differences from libCacheSim (docs/policies.md): the window has at least one block (libCacheSim's
+Differences from libCacheSim (docs/policies/frequency.md): the window has at least one block (libCacheSim's
 window of ``(int64)(0.01 C) = 0`` blocks below ``C = 100`` refuses every insert); probation gets
 the remainder of ``M`` (libCacheSim sizes it ``floor(0.2 M)``, so when ``floor(0.2 M) +
 floor(0.8 M) < M`` its probation runs one block over and a main hit can evict, which the serve

@@ -2,7 +2,7 @@
 """Session-level eviction (the PrefixSim fork's ``sessionCache.cpp``): the shared machinery.
 
 Residency stays per block (the base table); only the victim is chosen per session.  Rules
-(docs/policies.md "Session-level policies"; the pure-Python twin is ``reference/_session.py``):
+(docs/policies/session.md; the pure-Python twin is ``reference/_session.py``):
 
 * ``set_request_ctx`` names the arriving request's session: key ``session_id + 1``, or, with no
   session id (``-1``), a synthetic key of its own (``SYN_BASE`` + a count): each such request is
@@ -28,7 +28,7 @@ ghost records (a selector's), each key in the map exactly once.
 
 Memory: base 22 B/slot + claims 4 + cost 4 + orphan links 8 = 38 B/slot (the serve loop's victim
 buffer, 8 B/slot, on top); a live session 64 B record + 8 B per id of its latest path + about
-24 B of key map (load <= 1/2, 12 B an entry) + its selector's share (docs/policies.md).
+24 B of key map (load <= 1/2, 12 B an entry) + its selector's share (docs/policies/session.md).
 """
 
 from libc.stdint cimport int64_t, int32_t, int8_t, uint32_t, uint64_t, INT64_MAX, INT32_MAX
