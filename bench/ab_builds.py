@@ -51,8 +51,8 @@ def worker(mode: str, trace: str) -> None:
         # NOTE: decoded as the tree's `shadow simulate` decodes it (trees older than
         # sim_decode_threads use the reader's default)
         try:
-            from shadow.sim.core.drive import sim_decode_threads
-        except ImportError:  # NOTE: a tree from before shadow/sim's sub-packages
+            from shadow.sim.core.simulator import sim_decode_threads
+        except ImportError:  # NOTE: a tree with shadow/sim/drive.py (or its alias)
             from shadow.sim.drive import sim_decode_threads
         open_kw["decode_threads"] = sim_decode_threads()
     except ImportError:

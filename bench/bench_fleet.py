@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench._common import parse_size  # noqa: E402
-from shadow.sim.core.drive import run_trace  # noqa: E402
+from shadow.sim.core.simulator import run_trace  # noqa: E402
 from shadow.sim.fleet.router import parse_router  # noqa: E402
 from shadow.sim.fleet.run import FleetSetup, run_fleet  # noqa: E402
 from shadow.sim.core.results import CacheSpec  # noqa: E402

@@ -47,7 +47,7 @@ BATCH_REQUESTS = 16384
 
 def e2e_lru(path: Path, size: int) -> tuple[float, float, float]:
     """(CPU s, wall s, block_hit_ratio) of ``simulate -a lru --no-pin -c SIZE`` in process."""
-    from shadow.sim.core.drive import run_trace, sim_decode_threads
+    from shadow.sim.core.simulator import run_trace, sim_decode_threads
     from shadow.sim.core.simulator import CacheSpec, Simulator
     from shadow.trace import open_trace
     c, t = time.process_time(), time.perf_counter()

@@ -72,7 +72,7 @@ def decode_only(path: Path) -> tuple[float, int, float]:
 def run(path: Path, specs: list[CacheSpec], limit: int | None = None,
         threads: int | None = None) -> tuple[float, int, float]:
     """Wall seconds, block accesses, CPU seconds (all threads) of one pass."""
-    from shadow.sim.core.drive import sim_decode_threads
+    from shadow.sim.core.simulator import sim_decode_threads
     sim = Simulator(specs, threads=threads)
     n = 0
     c = time.process_time()

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from shadow.sim import CacheSpec, Simulator  # noqa: E402
-from shadow.sim.core.drive import run_trace  # noqa: E402
+from shadow.sim.core.simulator import run_trace  # noqa: E402
 from shadow.sim.timing.run import run_trace_recorded  # noqa: E402
 from shadow.trace import Batch, LcpWriter, open_trace  # noqa: E402
 from shadow.trace.format import RECORD_DTYPE  # noqa: E402

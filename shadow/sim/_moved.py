@@ -23,7 +23,8 @@ from types import ModuleType
 
 #: old name -> new name, both under ``shadow.sim.``
 MOVED: dict[str, str] = {
-    "simulator": "core.simulator", "results": "core.results", "drive": "core.drive",
+    "simulator": "core.simulator", "results": "core.results", "drive": "core.simulator",
+    "core.drive": "core.simulator",
     "oracle": "core.oracle", "loop": "core.loop", "policy": "core.policy",
     "idtable": "core.idtable", "holes": "core.holes", "ctxlog": "core.ctxlog",
     "livewire": "live.wire",

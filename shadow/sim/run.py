@@ -14,7 +14,7 @@ line) and never changes; the cost model is parsed once, into :attr:`RunSpec.cost
 ``block_size`` from the trace and ``bytes_per_block`` resolved from ``kv_config``.
 
 :func:`run` serves an open trace through the spec's caches with the driver the spec asks for
-(serial: :func:`shadow.sim.core.drive.run_trace`; ``--timing recorded|model``:
+(serial: :func:`shadow.sim.core.simulator.run_trace`; ``--timing recorded|model``:
 :func:`shadow.sim.timing.run.run_trace_recorded`; tiers:
 :func:`shadow.sim.tiers.run.run_with_tiers`) and returns the caches' results and the tiers' (:class:`RunResults`).  The serve loop is not
 touched: this module is set-up only.
@@ -271,7 +271,7 @@ class RunSpec:
 
     def open_trace(self, path: str | os.PathLike[str]):
         """``path`` opened as this run reads it (block-id mode, truncation, decode threads)."""
-        from shadow.sim.core.drive import sim_decode_threads
+        from shadow.sim.core.simulator import sim_decode_threads
         from shadow.trace import open_trace
 
         return open_trace(path, allow_truncated=self.allow_truncated, block_id=self.block_id,
@@ -418,7 +418,7 @@ def run(spec: RunSpec, tr: Any, progress: Callable[[int, int], None] | None = No
         run_trace_recorded(sim, tr, path, spec.block_size, progress=progress,
                            service=spec.service)
     else:
-        from shadow.sim.core.drive import run_trace
+        from shadow.sim.core.simulator import run_trace
 
         run_trace(sim, tr, path, progress=progress)
     return RunResults(sim.results(), tier_results, _notes(sim, "trace_notes"))

@@ -128,7 +128,7 @@ def test_shadow_vllm_policy_reproduces_engine_hits(tmp_path):
     # ... and the offline `shadow simulate --lookup vllm` of it (whole requests, the final partial
     # block an anonymous slot) predicts the engine's cached tokens in total.
     from shadow.sim import CacheSpec, Simulator
-    from shadow.sim.core.drive import run_trace
+    from shadow.sim.core.simulator import run_trace
     from shadow.trace import open_trace
 
     offline = Simulator([CacheSpec("vllm", cap)], lookup="vllm", block_size_tokens=BLOCK_SIZE)

@@ -122,7 +122,7 @@ def test_one_decode_thread_by_default_and_the_same_results(monkeypatch, tmp_path
     """`simulate` decodes on one thread (``SIM_DECODE_THREADS``) unless the environment says
     otherwise; the RESULT lines do not depend on it."""
     import shadow.trace.api as api
-    from shadow.sim.core.drive import SIM_DECODE_THREADS
+    from shadow.sim.core.simulator import SIM_DECODE_THREADS
     from shadow.trace import convert_file
     from shadow.trace.reader import DECODE_THREADS_ENV
 

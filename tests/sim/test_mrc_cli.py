@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from shadow.cli import cli
-from shadow.sim.core.drive import run_trace
+from shadow.sim.core.simulator import run_trace
 from shadow.sim.mrc.curve import CSV_COLUMNS, METRICS, TARGET_METRICS
 from shadow.sim.mrc.offline import curve_of_trace, curve_spec
 from shadow.sim.core.simulator import CacheSpec, Simulator

@@ -8,7 +8,7 @@ import sys
 
 from shadow.progress import progress_bar
 from shadow.sim import CacheSpec, Simulator
-from shadow.sim.core.drive import run_trace
+from shadow.sim.core.simulator import run_trace
 from shadow.trace import open_trace
 
 

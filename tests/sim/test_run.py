@@ -247,7 +247,7 @@ CACHES = (CacheSpec("lru", 1024), CacheSpec("s3fifo", 1024), CacheSpec("vllm", 4
 
 def _by_hand(driver: str, **sim_kw) -> list[str]:
     """The RESULT lines of driving a Simulator with one driver directly (as the commands did)."""
-    from shadow.sim.core.drive import run_trace, sim_decode_threads
+    from shadow.sim.core.simulator import run_trace, sim_decode_threads
     from shadow.sim.timing.service import parse_service
     from shadow.sim.core.simulator import Simulator
     from shadow.sim.tiers.model import parse_tiers

@@ -7,12 +7,19 @@ block rules and the lookup modes: :mod:`shadow.sim.engine.rules`.)
 cache, each cache's whole batch with the GIL released (so a reader thread can decode the next
 batch meanwhile).  ``admit``/``release`` are the live, one-request-at-a-time form used by the
 connector and the replay predictor.  See docs/design.md "Simulator API".
+
+:func:`run_trace` drives a simulator over an open trace, start to finish: the serial driver of
+:func:`shadow.sim.run.run` (which checks the run against the trace first: an oracle needs
+next-access times): plan the oracles without skipped requests, feed every batch (decoded one batch
+ahead), then close; on any failure, or Ctrl-C, the simulator is aborted so no partial output (hole
+files) is left behind.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -26,11 +33,13 @@ from shadow.sim.live.wire import EV_ADMIT, OUT_RC, OUT_WIDTH, ROW_KIND, ROW_WIDT
 from shadow.sim.core.loop import FAIL_MESSAGES, CacheRun, live_batch_all, serve_chunks
 from shadow.sim.registry import make_policy, policy_info
 from shadow.sim.live.batch import Admission, LiveBatch
+from shadow.sim.core.oracle import attach_next_access
 from shadow.sim.core.results import CacheSpec, Result
 from shadow.sim.engine.rules import LOOKUP_MODES, lookup_counts, vllm_anonymous_counts
+from shadow.trace.reader import default_decode_threads
 
 __all__ = ["Simulator", "CacheSpec", "Result", "Admission", "LiveBatch", "prefetched",
-           "CHUNK_ENTRIES"]
+           "CHUNK_ENTRIES", "run_trace", "sim_decode_threads", "SIM_DECODE_THREADS"]
 
 log = logging.getLogger(__name__)
 
@@ -433,3 +442,41 @@ def prefetched(batches: Iterable, depth: int = 2):
             except queue.Empty:
                 pass
             t.join(timeout=0.05)
+
+
+#: Frame-decoding threads of an offline simulation (``$SHADOW_DECODE_THREADS`` overrides it).
+#: NOTE: one is enough: a decode thread (~80-100 M entries/s here; parsing has its own thread)
+#: outruns the fastest cache's serve loop (~50 M/s); a second one takes turns on the serve loop's
+#: core and keeps twice the frames (4 MiB each) in flight through the L3 that the caches' state
+#: lives in.  End to end one thread is never slower than two (docs/performance.md, "One decode
+#: thread when simulating").
+SIM_DECODE_THREADS = 1
+
+
+def sim_decode_threads() -> int:
+    """Decode threads for :func:`~shadow.trace.open_trace` in an offline simulation."""
+    return default_decode_threads(prefer=SIM_DECODE_THREADS)
+
+
+def run_trace(sim: Simulator, tr, path: str | os.PathLike[str],
+              progress: Callable[[int, int], None] | None = None) -> None:
+    """Feed the whole trace ``tr`` (opened from ``path``) to ``sim`` and close it.
+
+    ``progress(block accesses fed, requests fed)`` is called after each batch.
+    """
+    try:
+        if sim.needs_next_access:
+            # NOTE: a pre-pass over the trace, only when some request is skipped by an oracle
+            # smaller than the largest request (it must plan without the requests it skips).
+            attach_next_access(sim, tr)
+        accesses = requests = 0
+        for batch in prefetched(tr):
+            sim.feed(batch)
+            if progress is not None:
+                accesses += len(batch.block_ids)
+                requests += batch.n_requests
+                progress(accesses, requests)
+    except BaseException:
+        sim.abort()
+        raise
+    sim.close()

@@ -570,7 +570,7 @@ def _parts(batch: Batch, off: np.ndarray, assign: np.ndarray, replicas: int):
 
 def _run_blind(specs, ft, replicas, choice, router, setup, names, progress) -> list[FleetResult]:
     """A router that reads no cache: route once, then each replica serves its share."""
-    from shadow.sim.core.drive import run_trace
+    from shadow.sim.core.simulator import run_trace
     from shadow.sim.core.simulator import Simulator
     from shadow.sim.timing.run import FIELDS, CTX_FIELDS, run_trace_recorded
 

@@ -1,6 +1,6 @@
 """``--timing recorded``: serve a recording as the live connector served it, in time order.
 
-The serial replay (``--timing serial``, :func:`shadow.sim.core.drive.run_trace`) serves each request
+The serial replay (``--timing serial``, :func:`shadow.sim.core.simulator.run_trace`) serves each request
 whole, one after another.  An engine runs many at once: a request's blocks stay held while it
 runs, and its generated blocks enter the cache when it finishes.  With start and completion times
 (a recording of the connector has both) the same live path the connector drives

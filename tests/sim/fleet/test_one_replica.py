@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shadow.sim.core.drive import run_trace
+from shadow.sim.core.simulator import run_trace
 from shadow.sim.fleet.router import ROUTERS, parse_router
 from shadow.sim.fleet.run import FleetSetup, run_fleet
 from shadow.sim.core.results import CacheSpec
