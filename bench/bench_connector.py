@@ -17,6 +17,10 @@ Measures (writes bench/out/bench_connector.json; figures go to docs/performance.
            up front, then drained by the worker thread; rounds alternate between one
            ``serve_live`` call per event (the old per-request pattern) and batches of up to
            ``BATCH_MAX`` events, and must give the same counters.  Target: >= 1M block lookups/s.
+* worker-ab  (``--only worker-ab --trees BASE TREE...``) the same batched rounds, without and
+           with two offload tiers, in each built source tree (its own process, PYTHONPATH),
+           interleaved; every tree must give the same counters.  Reports the median per-round
+           ratio of the baseline's worker CPU seconds to each tree's.
 * concurrency  the gap between the shadow ``vllm`` policy at the engine's capacity and the
            engine's own per-request hits, with the fidelity workload sent 1, 4 and 8 at a time.
 * engine   request latency with and without the connector: three in-process engines alive at
@@ -33,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import hashlib
 import json
 import os
 import statistics
@@ -42,7 +47,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
-sys.path.insert(0, str(ROOT))
+# NOTE: appended, so a PYTHONPATH tree comes first (the worker A/B runs other trees' shadow)
+sys.path.append(str(ROOT))
 
 from tests.vllm_support import (BLOCK_SIZE, inprocess_llm, random_token_ids,  # noqa: E402
                                 tiny_model_path)
@@ -182,7 +188,10 @@ def worker_round(reqs: list, batch_max: int, extra: dict | None = None) -> dict:
     ``Simulator.serve_live`` call (1: one call per request per cache, the old pattern)."""
     from shadow.connector import worker as wmod
     from shadow.connector.config import parse_extra_config
-    from shadow.connector.schema import CACHE_FIELDS
+    try:
+        from shadow.connector.schema import CACHE_FIELDS
+    except ImportError:   # NOTE: a tree older than the schema module (the worker A/B)
+        CACHE_FIELDS = wmod.CACHE_FIELDS
 
     B = 512  # the bundled Mooncake trace's tokens per block
     # NOTE: engine capacity chosen so the 4 capacities span "thrashing" to "holds most"
@@ -215,7 +224,11 @@ def worker_round(reqs: list, batch_max: int, extra: dict | None = None) -> dict:
             "blocks_admitted_per_s": round(admitted_blocks / wall),
             "requests_per_s": round(len(reqs) / wall),
             # same counters whatever the batching: the batched path changes no result
-            "counters": hash(snap.caches)}
+            "counters": hash(snap.caches),
+            # every figure the worker keeps (the worker A/B compares trees by it)
+            "outcome": hashlib.sha1(repr((snap.caches, snap.stopped, snap.tiers,
+                                          snap.tier_occupancy, list(w.predictions))).encode()
+                                    ).hexdigest()}
 
 
 def bench_worker_tiers(max_requests: int, repeats: int = 3) -> dict:
@@ -239,7 +252,8 @@ def bench_worker_tiers(max_requests: int, repeats: int = 3) -> dict:
     # NOTE: the worker's CPU seconds (every thread of the process), not the wall clock: the
     # caches serve without the GIL on the other core, the tiers in Python with it
     best = (min(r["cpu_s"] for r in plain), min(r["cpu_s"] for r in tiered))
-    res = {"rounds": [{k: v for k, v in r.items() if k != "counters"} for r in rounds],
+    res = {"rounds": [{k: v for k, v in r.items() if k not in ("counters", "outcome")}
+                      for r in rounds],
            "requests": len(reqs), "tiers": extra["tiers"], "cpu_s_without": best[0],
            "cpu_s_with": best[1], "cpu_ratio": round(best[1] / best[0], 3),
            "tier_us_per_request": round((best[1] - best[0]) / len(reqs) * 1e6, 1)}
@@ -261,13 +275,82 @@ def bench_worker(max_requests: int, repeats: int = 2) -> dict:
     assert len({r["counters"] for r in rounds}) == 1, "batching changed the shadow's counters"
     best = {bm: max(r["lookups_per_s"] for r in rounds if r["batch_max"] == bm)
             for bm in (1, BATCH_MAX)}
-    res = {"rounds": [{k: v for k, v in r.items() if k != "counters"} for r in rounds],
+    res = {"rounds": [{k: v for k, v in r.items() if k not in ("counters", "outcome")}
+                      for r in rounds],
            "requests": len(reqs), "caches": rounds[0]["caches"],
            "lookups_per_s_per_event": best[1], "lookups_per_s_batched": best[BATCH_MAX],
            "speedup": round(best[BATCH_MAX] / best[1], 2),
            "meets_target": best[BATCH_MAX] >= 1e6}
     print("worker", {k: v for k, v in res.items() if k != "rounds"}, flush=True)
     return res
+
+
+def worker_server(max_requests: int) -> None:
+    """Serve worker rounds of this process's ``shadow`` (PYTHONPATH): one JSON line in
+    (``{"batch_max": n, "extra": {...}}``), one :func:`worker_round` result out."""
+    reqs = _worker_requests(max_requests)
+    print(MARK + json.dumps({"ready": len(reqs)}), flush=True)
+    for line in sys.stdin:
+        if not line.strip():
+            break
+        q = json.loads(line)
+        print(MARK + json.dumps(worker_round(reqs, q["batch_max"], q["extra"] or None)),
+              flush=True)
+
+
+def bench_worker_ab(trees: list[str], max_requests: int, rounds: int = 5) -> dict:
+    """The worker's CPU per request in each of ``trees`` (built source trees; the first is the
+    baseline), batched rounds without and with two offload tiers, the trees' order reversed on
+    odd rounds.  Every tree must give the same counters (the same shadow); the figure is the
+    median per-round ratio of the baseline's CPU seconds to each tree's (>1: faster)."""
+    import subprocess
+
+    trees = [str(Path(t).resolve()) for t in trees]
+    procs = {}
+    for t in trees:
+        procs[t] = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "--worker-server",
+             "--requests", str(max_requests)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            text=True, cwd="/", env=dict(os.environ, PYTHONPATH=t))
+    configs = {"plain": None, "tiers": {"tiers": "cpu:8kblk,32kblk:lru"}}
+
+    def read(p):
+        for line in p.stdout:
+            if line.startswith(MARK):
+                return json.loads(line[len(MARK):])
+        raise RuntimeError(f"worker server exited (rc {p.wait()})")
+
+    try:
+        for t in trees:
+            read(procs[t])
+        cpu: dict[str, dict[str, list[float]]] = {c: {t: [] for t in trees} for c in configs}
+        for r in range(rounds):
+            for name, extra in configs.items():
+                counters = set()
+                for t in (trees if r % 2 == 0 else trees[::-1]):
+                    p = procs[t]
+                    p.stdin.write(json.dumps({"batch_max": 256, "extra": extra}) + "\n")
+                    p.stdin.flush()
+                    res = read(p)
+                    cpu[name][t].append(res["cpu_s"])
+                    counters.add(res["outcome"])
+                assert len(counters) == 1, f"{name}: the trees' figures differ"
+    finally:
+        for p in procs.values():
+            p.stdin.close()
+            p.wait()
+    base = trees[0]
+    out: dict = {"trees": trees, "requests": max_requests, "rounds": rounds, "configs": {}}
+    for name in configs:
+        d = cpu[name]
+        out["configs"][name] = {
+            "cpu_s_median": {t: statistics.median(d[t]) for t in trees},
+            "speed_ratio_to_base": {t: round(statistics.median(
+                [b / a for a, b in zip(d[t], d[base])]), 3) for t in trees[1:]},
+            "cpu_s": d}
+        print("worker-ab", name, {k: v for k, v in out["configs"][name].items()
+                                  if k != "cpu_s"}, flush=True)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -478,8 +561,12 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer requests (a smoke run)")
     ap.add_argument("--only", default=None, metavar="PARTS",
                     help="comma-separated: hooks, worker, engine, concurrency (default: all), "
-                         "worker-tiers (only when named)")
+                         "worker-tiers, worker-ab (only when named)")
     ap.add_argument("--engine-server", choices=["on", "off"], default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--worker-server", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--trees", nargs="+", metavar="TREE",
+                    help="worker-ab: built source trees, the baseline first (e.g. a worktree of "
+                         "the commit before and this one)")
     ap.add_argument("--requests", type=int, default=60, help=argparse.SUPPRESS)
     ap.add_argument("--on-extra", default="{}", metavar="JSON",
                     help="engine bench: kv_connector_extra_config entries for the 'on' engine "
@@ -493,7 +580,10 @@ def main() -> None:
     if a.engine_server:
         engine_server(a.engine_server, a.requests, json.loads(a.on_extra))
         return
-    parts = {"hooks", "worker", "worker-tiers", "engine", "concurrency"}
+    if a.worker_server:
+        worker_server(a.requests)
+        return
+    parts = {"hooks", "worker", "worker-tiers", "worker-ab", "engine", "concurrency"}
     only = parts if a.only is None else set(a.only.split(","))
     if not only <= parts:
         ap.error(f"--only: unknown part(s) {','.join(sorted(only - parts))}")
@@ -502,6 +592,10 @@ def main() -> None:
         res["worker"] = bench_worker(1000 if a.quick else 4000)
     if "worker-tiers" in only and a.only is not None:
         res["worker-tiers"] = bench_worker_tiers(1000 if a.quick else 4000)
+    if "worker-ab" in only and a.only is not None:
+        if not a.trees or len(a.trees) < 2:
+            ap.error("worker-ab: --trees needs a baseline tree and at least one more")
+        res["worker-ab"] = bench_worker_ab(a.trees, 1000 if a.quick else 4000)
     if "hooks" in only:
         hx = json.loads(a.hooks_extra)
         res["hooks+extra" if hx else "hooks"] = bench_hooks(100 if a.quick else 400, hx)

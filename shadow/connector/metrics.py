@@ -26,7 +26,7 @@ from vllm.distributed.kv_transfer.kv_connector.v1.metrics import (KVConnectorPro
 
 from shadow.connector.schema import (CACHE_FIELDS, CACHES, CAPACITY, ENGINE_FIELDS,
                                      ENGINE_LABELS, ENGINE_SERIES, PARTS, RECORDING, TIER_FIELDS,
-                                     Part, Payload, Series, cache_key, tier_key)
+                                     Part, Payload, Series, part_keys)
 
 logger = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ def _fast_inc(child: Any) -> Callable[[float], None]:
     return child.inc
 
 
-def expected_keys(vllm_config, n_engines: int) -> tuple[dict[str, list[str]], int]:
+def expected_keys(vllm_config, n_engines: int) -> tuple[dict[str, tuple[str, ...]], int]:
     """The keys per keyed part (by its Snapshot keys field: ``cache_keys``, ``tier_keys``) and
     the engine capacity an engine of ``vllm_config`` will report, as the frontend can tell
     before any stats arrive (``({}, 0)`` when it cannot).
@@ -143,9 +143,7 @@ def expected_keys(vllm_config, n_engines: int) -> tuple[dict[str, list[str]], in
                              bytes_per_block=1)
     if not cfg.enabled:
         return {}, 0
-    keys = [cache_key(p.label, c) for p, c in cfg.caches]
-    tiers = [tier_key(keys[i], t.label) for i in cfg.tier_targets for t in cfg.tiers]
-    return {"cache_keys": keys, "tier_keys": tiers}, per_engine
+    return part_keys(cfg), per_engine
 
 
 def _unregister(registry: CollectorRegistry, names: Iterable[str]) -> None:

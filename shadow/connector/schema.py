@@ -1,6 +1,8 @@
 """The live shadow's counters, their payload and their Prometheus series: the one table.
 
-The worker fills a :class:`Snapshot`; the connector turns snapshots into stats payloads
+The live caches (:mod:`shadow.sim.lockstep.caches`) make the rows (their columns: ``COUNTERS``,
+``TIER_COUNTERS``, written into the Snapshot fields their ``PARTS`` name); the worker fills a
+:class:`Snapshot`; the connector turns snapshots into stats payloads
 (:func:`cumulative_payload`, :class:`PayloadDelta`); :mod:`shadow.connector.metrics` turns
 payloads into Prometheus series.  All three read the parts below, so a counter or a family of
 series is added here and where its values are made, nowhere else.  The contract with ``deploy/``
@@ -27,6 +29,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from shadow.sim.lockstep.caches import COUNTERS, TIER_COUNTERS
 
 
 class Payload:
@@ -66,6 +70,15 @@ def tier_key(key: str, tier_label: str) -> str:
     return f"{key}|{tier_label}"
 
 
+def part_keys(cfg: Any) -> dict[str, tuple[str, ...]]:
+    """The keys of a configuration's keyed parts, by Snapshot keys field: its caches
+    (``cfg.caches`` order) and the tiers behind them (caches in that order, tiers inside).
+    ``cfg``: a ``shadow.connector.config.ShadowConfig``."""
+    caches = tuple(cache_key(p.label, c) for p, c in cfg.caches)
+    tiers = tuple(tier_key(caches[i], t.label) for i in cfg.tier_targets for t in cfg.tiers)
+    return {"cache_keys": caches, "tier_keys": tiers}
+
+
 def split_key(key: str) -> tuple[str, str]:
     """``"lru|1024"`` -> ``("lru", "1024")``."""
     policy, _, cap = key.rpartition("|")
@@ -79,7 +92,8 @@ def split_tier_key(key: str) -> tuple[str, str, str]:
 
 
 # -- the counters ------------------------------------------------------------------------------
-#: Per-cache cumulative counters, in row order (Prometheus: ``shadow_<field>_total``).
+#: Per-cache cumulative counters: a live cache's row (Prometheus: ``shadow_<field>_total``).
+CACHE_FIELDS = COUNTERS
 CACHE_HELP = {
     "requests": "Requests served by this shadow cache.",
     "skipped_requests": "Requests with more distinct blocks than the shadow cache (not served).",
@@ -94,9 +108,9 @@ CACHE_HELP = {
     "evictions": "Blocks evicted to make room.",
     "self_evictions": "Evicted blocks the arriving request needed.",
 }
-CACHE_FIELDS = tuple(CACHE_HELP)
 
-#: Per (cache, tier) cumulative counters, in row order (Prometheus: ``shadow_tier_<f>_total``).
+#: Per (cache, tier) cumulative counters: a tier's row (Prometheus: ``shadow_tier_<f>_total``).
+TIER_FIELDS = TIER_COUNTERS
 TIER_HELP = {
     "hit_tokens": "Prompt tokens the offload tier behind this shadow cache would load (GPU misses "
                   "it holds).",
@@ -105,7 +119,6 @@ TIER_HELP = {
     "evictions": "Chunks evicted from the offload tier.",
     "store_failures": "Stores that stored nothing (too few chunks could be evicted).",
 }
-TIER_FIELDS = tuple(TIER_HELP)
 
 #: Per-engine counters (the payload's "e" keys), in exposition order.
 ENGINE_HELP = {
@@ -203,11 +216,11 @@ def tier_counter_name(f: str) -> str:
 
 
 CACHES = Part(Payload.CACHES, "caches", "cache_keys", CACHE_LABELS,
-              tuple(Series(f"shadow_{f}", h) for f, h in CACHE_HELP.items()))
+              tuple(Series(f"shadow_{f}", CACHE_HELP[f]) for f in CACHE_FIELDS))
 STOPPED = Part(Payload.STOPPED, "stopped", "cache_keys", CACHE_LABELS, (STOPPED_SERIES,),
                state=True, initial=0)
 TIERS = Part(Payload.TIERS, "tiers", "tier_keys", TIER_LABELS,
-             tuple(Series(tier_counter_name(f), h) for f, h in TIER_HELP.items()))
+             tuple(Series(tier_counter_name(f), TIER_HELP[f]) for f in TIER_FIELDS))
 TIER_OCCUPANCY = Part(Payload.TIER_OCCUPANCY, "tier_occupancy", "tier_keys", TIER_LABELS,
                       (TIER_OCCUPANCY_SERIES,), state=True, initial=0)
 TIER_CAPACITY = Part(Payload.TIER_CAPACITY, "tier_capacity", "tier_keys", TIER_LABELS,

@@ -6,10 +6,12 @@ worker's counters of the same name."""
 from __future__ import annotations
 
 from shadow.connector.config import parse_extra_config
+from shadow.connector import schema
 from shadow.connector.schema import (ENGINE_FIELDS, HOOK_FIELDS, PARTS, WORKER_FIELDS, Payload,
-                                     PayloadDelta, cumulative_payload, engine_row,
+                                     PayloadDelta, Snapshot, cumulative_payload, engine_row,
                                      exported_series)
 from shadow.connector.worker import Admit, Release, ShadowWorker
+from shadow.sim.lockstep import caches as livecaches
 
 B = 4
 
@@ -93,3 +95,14 @@ def test_every_part_names_its_series_and_labels():
         key = "|".join(p.labels)
         assert p.split(key) == list(p.labels)
         assert p.cache_of(key) == "policy|capacity_blocks"
+
+
+def test_the_parts_are_the_ones_the_live_caches_write():
+    """Every column a live cache writes has its help; every part they write is a keyed part of
+    the payload with a Snapshot field."""
+    assert set(schema.CACHE_HELP) == set(livecaches.COUNTERS) == set(schema.CACHE_FIELDS)
+    assert set(schema.TIER_HELP) == set(livecaches.TIER_COUNTERS) == set(schema.TIER_FIELDS)
+    assert {p.snapshot for p in PARTS} == set(livecaches.PARTS)
+    fields = set(Snapshot.__dataclass_fields__)
+    assert {p.snapshot for p in PARTS} | {p.keys for p in PARTS} <= fields
+    assert len({p.payload for p in PARTS}) == len(PARTS)

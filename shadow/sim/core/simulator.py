@@ -304,11 +304,14 @@ class Simulator:
 
     # ---- live ----
 
-    def serve_live(self, batch: LiveBatch) -> None:
-        """Serve ``batch``'s admissions and releases, in order, in every cache (one call each)."""
+    def serve_live(self, batch: LiveBatch) -> tuple[np.ndarray, np.ndarray] | None:
+        """Serve ``batch``'s admissions and releases, in order, in every cache (one call each).
+
+        Returns :meth:`serve_live_arrays`' result arrays (None for an empty batch): admission
+        ``adm`` queued as event ``e`` (``batch.admissions``) reads its results from row ``e``."""
         n = len(batch.ev)
         if n == 0:
-            return
+            return None
         ids = np.array(batch.flat, dtype=np.int64)
         nxt = None
         if batch.nxt:
@@ -326,6 +329,7 @@ class Simulator:
             # NOTE: copies, so an in-flight admission does not keep its whole batch alive
             adm._i = out_i[e].copy()
             adm._f = out_f[e].copy()
+        return out_i, out_f
 
     def serve_live_arrays(self, ev: np.ndarray, offsets: np.ndarray, ids: np.ndarray,
                           ts: np.ndarray, rc: np.ndarray, max_len: int,
