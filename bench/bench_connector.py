@@ -564,6 +564,7 @@ def main() -> None:
                          "worker-tiers, worker-ab (only when named)")
     ap.add_argument("--engine-server", choices=["on", "off"], default=None, help=argparse.SUPPRESS)
     ap.add_argument("--worker-server", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--rounds", type=int, default=5, help="worker-ab: rounds (default 5)")
     ap.add_argument("--trees", nargs="+", metavar="TREE",
                     help="worker-ab: built source trees, the baseline first (e.g. a worktree of "
                          "the commit before and this one)")
@@ -595,7 +596,7 @@ def main() -> None:
     if "worker-ab" in only and a.only is not None:
         if not a.trees or len(a.trees) < 2:
             ap.error("worker-ab: --trees needs a baseline tree and at least one more")
-        res["worker-ab"] = bench_worker_ab(a.trees, 1000 if a.quick else 4000)
+        res["worker-ab"] = bench_worker_ab(a.trees, 1000 if a.quick else 4000, a.rounds)
     if "hooks" in only:
         hx = json.loads(a.hooks_extra)
         res["hooks+extra" if hx else "hooks"] = bench_hooks(100 if a.quick else 400, hx)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import add, attrgetter, itemgetter
 from typing import Any
 
 from shadow.sim.lockstep.caches import COUNTERS, TIER_COUNTERS
@@ -139,18 +140,19 @@ HOOK_FIELDS = ("observed_requests", "dropped_requests", "errors", "engine_query_
 WORKER_FIELDS = ("recorded_requests", "recorded_bytes", "errors")
 
 
-def _sources(fields: Sequence[str]) -> tuple[tuple[int, ...], ...]:
-    return tuple(tuple(k for k, f in enumerate(fields) if f == e) for e in ENGINE_FIELDS)
-
-
-_FROM_HOOKS = _sources(HOOK_FIELDS)
-_FROM_WORKER = _sources(WORKER_FIELDS)
+# NOTE: per engine field, its index in a HOOK_FIELDS row and in a WORKER_FIELDS row (-1: the 0
+# that engine_row appends to each), as item getters: engine_row runs on the engine's thread
+# whenever the worker published a new snapshot
+_FROM_HOOKS = itemgetter(*[HOOK_FIELDS.index(f) if f in HOOK_FIELDS else -1
+                           for f in ENGINE_FIELDS])
+_FROM_WORKER = itemgetter(*[WORKER_FIELDS.index(f) if f in WORKER_FIELDS else -1
+                            for f in ENGINE_FIELDS])
 
 
 def engine_row(hooks: Sequence[float], worker: Sequence[float]) -> tuple[float, ...]:
-    """The ENGINE_FIELDS values from a HOOK_FIELDS row and a WORKER_FIELDS row."""
-    return tuple(sum(hooks[k] for k in h) + sum(worker[k] for k in w)
-                 for h, w in zip(_FROM_HOOKS, _FROM_WORKER))
+    """The ENGINE_FIELDS values from a HOOK_FIELDS row and a WORKER_FIELDS row (a counter kept
+    on both threads, ``errors``, is their sum)."""
+    return tuple(map(add, _FROM_HOOKS((*hooks, 0)), _FROM_WORKER((*worker, 0))))
 
 
 # -- the series --------------------------------------------------------------------------------
@@ -303,6 +305,10 @@ def stopped_delta(keys: Sequence[str], stopped: Sequence[Any],
     return {k: v for k, v, p in zip(keys, stopped, prev) if v != p}
 
 
+_DELTA_PARTS = tuple((p.payload, attrgetter(p.keys), attrgetter(p.snapshot), p.state)
+                     for p in PARTS)
+
+
 class PayloadDelta:
     """Interval payloads of one engine: what changed since the last payload built.
 
@@ -332,18 +338,20 @@ class PayloadDelta:
         self._snap, self._hooks, self._engine = snap, hooks, e_now
         data: dict[str, Any] = {}
         moved = e_now != e_prev
-        for p in PARTS:
-            keys = getattr(snap, p.keys)
+        for payload, keys_of, values_of, state in _DELTA_PARTS:
+            keys = keys_of(snap)
             if not keys:
                 continue   # NOTE: a part without keys (no tiers) stays out of every payload
-            old = None if prev is None else getattr(prev, p.snapshot)
-            if p.state:
-                d = stopped_delta(keys, getattr(snap, p.snapshot), old)
+            old = None if prev is None else values_of(prev)
+            if state:
+                d = stopped_delta(keys, values_of(snap), old)
                 moved = moved or bool(d)
             else:
-                d = rows_delta(keys, getattr(snap, p.snapshot), old)
-                moved = moved or any(any(r) for r in d.values())
-            data[p.payload] = d
+                # NOTE: against a previous snapshot only the rows that moved are in ``d``
+                d = rows_delta(keys, values_of(snap), old)
+                moved = moved or (bool(d) if old is not None else
+                                  any(any(r) for r in d.values()))
+            data[payload] = d
         rec = snap.recording_enabled
         if not moved and rec == self._rec:
             return None
