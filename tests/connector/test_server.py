@@ -253,10 +253,11 @@ def test_unwritable_record_dir_turns_recording_off_and_serving_goes_on(tmp_path,
 
     from shadow.connector.connector import INSTANCES
 
+    # NOTE: the directory is usable at start-up (a record_dir that is not is refused there);
+    # it becomes a regular file before the first request, when the first segment opens
     blocker = tmp_path / "not-a-dir"
-    blocker.write_text("x")
     own_port = free_port()
-    extra = {"policies": ["vllm"], "capacity_factors": [1], "record_dir": str(blocker / "rec"),
+    extra = {"policies": ["vllm"], "capacity_factors": [1], "record_dir": str(blocker),
              "engine_id": "unwritable", "metrics_port": own_port}
     ktc = KVTransferConfig(kv_connector="ShadowConnector",
                            kv_connector_module_path="shadow.connector", kv_role="kv_producer",
@@ -266,6 +267,8 @@ def test_unwritable_record_dir_turns_recording_off_and_serving_goes_on(tmp_path,
     with caplog.at_level(logging.ERROR, logger="shadow.connector.recorder"):
         with inprocess_llm(tiny_model_path(), kv_transfer_config=ktc,
                            num_gpu_blocks_override=32, max_model_len=512) as llm:
+            blocker.rmdir()
+            blocker.write_text("x")
             outs = [llm.generate([TokensPrompt(prompt_token_ids=prefix + [7 + s] * 5)], sp,
                                  use_tqdm=False)[0] for s in range(3)]
             conn = [c for c in INSTANCES if c.cfg.engine_id == "unwritable"][0]
