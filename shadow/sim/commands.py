@@ -12,6 +12,7 @@ from shadow.atomic import atomic_open, check_writable
 from shadow.cli_options import parse_name_list, parse_size_list, trace_option
 from shadow.errors import ShadowError
 from shadow.progress import progress_bar
+from shadow.sim.params import check_name_list, split_named_params
 from shadow.sim.registry import EXCLUDED, FAMILIES, POLICIES, is_built, policy_info
 from shadow.sim.core.results import CacheSpec
 from shadow.sim.options import run_options
@@ -24,18 +25,7 @@ DEMO_SIZES = "2k,8k,32k"
 
 def parse_algo_params(values: tuple[str, ...], algos: list[str]) -> dict[str, str]:
     """``--algo-params`` values: ``k=v,...`` for every algo, or ``algo:k=v,...`` for one."""
-    out = {a: [] for a in algos}
-    for value in values:
-        head, sep, rest = value.partition(":")
-        if sep and head.strip().lower() in POLICIES:
-            name = head.strip().lower()
-            if name not in out:
-                raise ShadowError(f"--algo-params {value!r}: {name} is not in --algo")
-            out[name].append(rest)
-        else:
-            for a in algos:
-                out[a].append(value)
-    return {a: ",".join(p for p in v if p.strip()) for a, v in out.items()}
+    return split_named_params(values, algos, POLICIES, option="--algo-params", listing="--algo")
 
 
 def _append_atomically(path: str, lines: list[str]) -> None:
@@ -122,6 +112,58 @@ def format_tier_table(results, tier_results) -> str:
     return "\n".join(lines)
 
 
+def _list_routers_lines() -> list[str]:
+    """``--list-routers``: every router model (registry order) with what it reads, its default
+    parameters and where its rules come from."""
+    from shadow.sim.fleet.router import router_specs
+
+    specs = router_specs()
+    width = max(len(n) for n in specs) + 2
+    lines = []
+    for name, spec in specs.items():
+        notes = [w for w, on in (("reads the caches", spec.reads_caches),
+                                 ("needs --timing recorded|model", spec.needs_load)) if on]
+        extra = f" [{spec.defaults}]" if spec.defaults else ""
+        lines.append(f"  {name:<{width}s}{spec.description}"
+                     f"{' (' + ', '.join(notes) + ')' if notes else ''}{extra}")
+        lines.append(f"  {'':<{width}s}source: {spec.source}")
+    return ["routers (docs/fleet.md):", *lines]
+
+
+def format_fleet_table(fleet) -> str:
+    """Per router and cache: the fleet's hit ratio, its replicas' spread and balance, the
+    router index's peak (the RESULT line's fleet keys)."""
+    lines = [f"{'router':<24s} {'cache':<20s} {'hit':>7s} {'rep min':>7s} {'rep max':>7s} "
+             f"{'req imb':>7s} {'pf imb':>7s} {'running':>7s} {'index peak':>11s}"]
+    for f in fleet:
+        if f.error:
+            lines.append(f"{f.router:<24s} {f.spec.policy + ' ' + _size_label(f.spec.capacity):<20s} error")
+            continue
+        k = f.fields()
+        lines.append(f"{f.router:<24s} {f.spec.policy + ' ' + _size_label(f.spec.capacity):<20s} "
+                     f"{f.total.block_hit_ratio:7.4f} {float(k['replica_hit_min']):7.4f} "
+                     f"{float(k['replica_hit_max']):7.4f} {float(k['req_imbalance']):7.3f} "
+                     f"{float(k['prefill_imbalance']):7.3f} {k['peak_running_max']:>7d} "
+                     f"{k['router_index_peak_blocks']:>11,d}")
+    return "\n".join(lines)
+
+
+def _by_router(res) -> list[tuple[str | None, list]]:
+    """The run's results grouped by router, in run order (one group, router None, without)."""
+    if not res.fleet:
+        return [(None, res.caches)]
+    groups: dict[str, list] = {}
+    for f in res.fleet:
+        groups.setdefault(f.router, []).append(f.total)
+    return list(groups.items())
+
+
+def _cache_name(res, r) -> str:
+    """``lru cache 8192``, and ``behind ROUTER`` for a fleet's totals."""
+    f = res.fleet_of(r)
+    return f"{r.spec.policy} cache {r.spec.capacity}" + (f" behind {f.router}" if f else "")
+
+
 @click.command("simulate")
 @trace_option()
 @click.option("--cache-size", "-c", "cache_size", default=None,
@@ -147,16 +189,19 @@ def format_tier_table(results, tier_results) -> str:
 @click.option("--format", "fmt", type=click.Choice(["table", "result"]), default=None,
               help="table: policies x sizes; result: PrefixSim's lines [default: table without --trace].")
 @click.option("--list-algos", is_flag=True, help="List the policies and exit.")
+@click.option("--list-routers", is_flag=True, help="List the router models and exit.")
 def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_order, timing,
-             service, tier, bytes_per_block, kv_config, category, block_id, allow_truncated,
-             no_verify, lookup, threads, dump_holes, output, fmt, list_algos) -> None:
+             service, tier, bytes_per_block, kv_config, replicas, router, router_params,
+             category, block_id, allow_truncated, no_verify, lookup, threads, dump_holes, output,
+             fmt, list_algos, list_routers) -> None:
     """Replay a trace through prefix caches and report hit and compute-saving ratios.
 
     Every (policy, size) cache is stepped over each decoded batch: one pass over the trace.
     Without --trace, runs a handful of policies and sizes on the bundled Mooncake trace.
     """
-    if list_algos:
-        for line in _list_algos_lines():
+    if list_algos or list_routers:
+        for line in (_list_algos_lines() if list_algos else []) + (
+                _list_routers_lines() if list_routers else []):
             click.echo(line)
         return
 
@@ -177,10 +222,7 @@ def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_or
         algos = parse_name_list(algo)
     else:
         algos = [a for a in parse_name_list(DEMO_ALGOS) if is_built(a)]
-    if not algos:
-        raise ShadowError("no policy given (--algo)")
-    if len(set(algos)) != len(algos):
-        raise ShadowError("--algo lists a policy twice")
+    check_name_list(algos, option="-a/--algo", what="policy")
     for a in algos:
         policy_info(a)                         # unknown / not built: a clear error now
     params = parse_algo_params(algo_params, algos)
@@ -190,7 +232,8 @@ def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_or
         service=service, tiers=tier, bytes_per_block=bytes_per_block, kv_config=kv_config,
         lookup=lookup, threads=threads, dump_holes=dump_holes,
         trace_name=trace if trace is not None else Path(path).name, block_id=block_id,
-        allow_truncated=allow_truncated, category=category)
+        allow_truncated=allow_truncated, category=category, replicas=replicas, router=router,
+        router_params=router_params)
     if output:
         check_writable(output)   # NOTE: a missing or read-only directory now, not after the run
 
@@ -208,39 +251,48 @@ def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_or
 
         # NOTE: a sampled policy over a production-size trace runs for minutes: show where the
         # pass is, its rate and ETA (on a terminal only)
-        with progress_bar(h.n_block_accesses, "simulating", unit="accesses") as cb:
+        passes = max(1, len(spec.routers))
+        with progress_bar(h.n_block_accesses * passes, "simulating", unit="accesses") as cb:
             res = run(spec, tr, progress=cb, on_start=started)
     results = res.caches
 
+    fleet = f", {spec.replicas} replica{'s' if spec.replicas > 1 else ''}"
     if fmt == "table":
         click.echo(f"cache sizes {','.join(str(s) for s in sizes)} blocks, cost model "
                    f"{spec.cost.name}, pin {'off' if no_pin else 'on'}, replay {replay_order}")
-        click.echo("")
-        click.echo(format_table(results, sizes, algos, spec.cost.name == "uniform"))
+        for name, group in _by_router(res):
+            click.echo("")
+            if name is not None:
+                click.echo(f"router {name}{fleet} (fleet totals):")
+            click.echo(format_table(group, sizes, algos, spec.cost.name == "uniform"))
+        if res.fleet:
+            click.echo("")
+            click.echo(format_fleet_table(res.fleet))
         if res.tiers:
             click.echo("")
             click.echo(format_tier_table(results, res.tiers))
     else:
-        for s in sizes:
-            click.echo(f"cache size {s} blocks, cost model {spec.cost.name}")
-            click.echo("")
-            for r in results:
-                if r.spec.capacity == s:
-                    click.echo(r.summary_line())
-                    for line in res.result_lines(r):
-                        click.echo(line)
+        for name, group in _by_router(res):
+            where = f", router {name}{fleet}" if name is not None else ""
+            for s in sizes:
+                click.echo(f"cache size {s} blocks, cost model {spec.cost.name}{where}")
+                click.echo("")
+                for r in group:
+                    if r.spec.capacity == s:
+                        click.echo(r.summary_line())
+                        for line in res.result_lines(r):
+                            click.echo(line)
     if output:
         _append_atomically(output, res.lines())
     for line in res.trace_notes:
         log.warning("%s", line)
     for r in results:
         if r.n_unexpected_eviction:
-            log.warning("%s cache %d: %d unexpected evictions: this run is not trustworthy",
-                        r.spec.policy, r.spec.capacity, r.n_unexpected_eviction)
+            log.warning("%s: %d unexpected evictions: this run is not trustworthy",
+                        _cache_name(res, r), r.n_unexpected_eviction)
         if not no_pin and r.n_self_eviction:
-            log.warning("%s cache %d: %d self-evictions with pinning on (the policy ignores pins)",
-                        r.spec.policy, r.spec.capacity, r.n_self_eviction)
+            log.warning("%s: %d self-evictions with pinning on (the policy ignores pins)",
+                        _cache_name(res, r), r.n_self_eviction)
     failed = [r for r in results if r.error]
     if failed:
-        raise ShadowError("; ".join(f"{r.spec.policy} cache {r.spec.capacity}: {r.error}"
-                                    for r in failed))
+        raise ShadowError("; ".join(f"{_cache_name(res, r)}: {r.error}" for r in failed))

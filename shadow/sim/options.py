@@ -30,9 +30,11 @@ def category_option() -> Callable:
 def run_options(*, many: bool = False, only: tuple[str, ...] | None = None) -> Callable:
     """The options that describe a run (:class:`shadow.sim.run.RunSpec`), shared by ``simulate``
     and ``sweep``: cost model, pins, replay order, timing and service, tiers and the bytes of a
-    block, category, block-id mode, truncation.  ``many``: ``--cost-model`` and ``--timing`` are
-    repeatable (a sweep runs one cell per value) and named ``cost_models`` and ``timings``.
-    ``only``: just the options with these flags (``shadow mrc``: the settings a curve has)."""
+    block, the fleet (replicas, routers and their parameters), category, block-id mode,
+    truncation.  ``many``: ``--cost-model`` and ``--timing`` are repeatable (a sweep runs one
+    cell per value) and named ``cost_models`` and ``timings``, ``--replicas`` is a comma list
+    (one cell per count).  ``only``: just the options with these flags (``shadow mrc``: the
+    settings a curve has)."""
     each = " (repeatable: one cell per value)" if many else ""
     options = [
         click.option("--cost-model", "cost_models" if many else "cost_model", multiple=many,
@@ -70,6 +72,19 @@ def run_options(*, many: bool = False, only: tuple[str, ...] | None = None) -> C
                      help="A model's config.json (and KV cache dtype, default auto = 2 bytes): "
                           "the bytes of a block (--tier sizes, capacities in GiB), from the "
                           "trace's block size."),
+        click.option("--replicas", default="1" if many else 1, type=str if many else int,
+                     show_default=True, metavar="N[,N...]" if many else "N",
+                     help="Engines behind each --router (1 to 4096); each cache's size is per "
+                          "replica (docs/fleet.md)"
+                          f"{' (a comma list: one cell per count)' if many else ''}."),
+        click.option("--router", default=None, metavar="R[,R...]",
+                     help="Routers, comma list (simulate --list-routers): every cache runs as a "
+                          "fleet of --replicas behind each; the RESULT lines gain the fleet keys"
+                          f"{' (one cell per router)' if many else ''}."),
+        click.option("--router-params", "router_params", multiple=True,
+                     metavar="[ROUTER:]k=v,...",
+                     help="Router parameters k=v,k=v for every router, or router:k=v,... for "
+                          "one; repeatable."),
         category_option(),
         block_id_option(),
         allow_truncated_option(),

@@ -6,6 +6,8 @@ of each default (int, float, bool ``true/false``, else str) is the type a user v
 
 from __future__ import annotations
 
+from collections.abc import Container, Iterable, Sequence
+
 from shadow.errors import ShadowError
 
 ParamValue = int | float | bool | str
@@ -101,3 +103,32 @@ def split_modifiers(text: str | None, *, where: str = "parameters") -> tuple[str
         else:
             rest.append(f"{key}={value}")
     return ",".join(rest), given
+
+
+def split_named_params(values: Iterable[str], names: Sequence[str], known: Container[str], *,
+                       option: str, listing: str) -> dict[str, str]:
+    """A repeatable ``option`` (``--algo-params``, ``--router-params``) as each name's
+    parameter text: a value ``k=v,...`` is every name's, ``name:k=v,...`` that name's alone
+    (``name`` one of ``known``; one not in ``names`` is refused, naming ``listing``, the option
+    that lists them).  Per name its values' parts in the order given, joined by commas; later
+    keys win when the text is parsed over the defaults (:func:`parse_params`)."""
+    out: dict[str, list[str]] = {n: [] for n in names}
+    for value in values:
+        head, sep, rest = value.partition(":")
+        name = head.strip().lower()
+        if sep and name in known:
+            if name not in out:
+                raise ShadowError(f"{option} {value!r}: {name} is not in {listing}")
+            out[name].append(rest)
+        else:
+            for n in names:
+                out[n].append(value)
+    return {n: ",".join(p for p in v if p.strip()) for n, v in out.items()}
+
+
+def check_name_list(names: Sequence[str], *, option: str, what: str) -> None:
+    """A comma list of names as an option gives it: at least one, none twice."""
+    if not names:
+        raise ShadowError(f"{option} is empty")
+    if len(set(names)) != len(names):
+        raise ShadowError(f"{option} lists a {what} twice")

@@ -19,8 +19,10 @@ line) and never changes; the cost model is parsed once, into :attr:`RunSpec.cost
 :func:`shadow.sim.tiers.run.run_with_tiers`) and returns the caches' results and the tiers' (:class:`RunResults`).  The serve loop is not
 touched: this module is set-up only.
 
-Room left for the fleet (``replicas``, ``router``: today one engine, checked in
-:meth:`RunSpec._check_fleet`) and for cost models in seconds (a new ``unit``).
+A spec with routers (``routers``, ``replicas``; checked in :meth:`RunSpec._check_fleet` and
+:meth:`RunSpec.bind`) runs every cache as a fleet of ``replicas`` behind each router
+(:mod:`shadow.sim.fleet`, docs/fleet.md); with one replica every router gives the single
+engine's figures.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ from shadow.sim.core.results import CacheSpec, Result
 if TYPE_CHECKING:
     from shadow.sim.timing.service import ServiceModel
     from shadow.sim.core.simulator import Simulator
+    from shadow.sim.fleet.router import RouterChoice
+    from shadow.sim.fleet.run import FleetResult
     from shadow.sim.tiers.model import TierChainSpec, TierSpec
     from shadow.sim.tiers.run import ChainResult, TierResult
 
@@ -102,17 +106,20 @@ class RunSpec:
     trace_name: str = ""
     #: tokens per block: the engine's (live), the trace header's once bound
     block_size: int = 0
-    #: engines behind one router (the fleet); one today
+    #: engines behind each router (the fleet): every cache is ``replicas`` caches of its size
     replicas: int = 1
-    #: the router's name and parameters (the fleet); none today
-    router: str | None = None
+    #: the routers, each ``name`` or ``name:k=v,...`` (a fleet per router; none: one engine)
+    routers: tuple[str, ...] = ()
     source: str = "simulate"
+    #: ``routers`` parsed (set in ``__post_init__``)
+    router_choices: tuple["RouterChoice", ...] = field(init=False, default=(), repr=False)
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
             raise ShadowError(f"unknown run source {self.source!r} ({', '.join(SOURCES)})")
         object.__setattr__(self, "caches", tuple(self.caches))
         object.__setattr__(self, "tiers", tuple(self.tiers))
+        object.__setattr__(self, "routers", tuple(self.routers))
         if self.timing not in RUN_TIMINGS:
             raise ShadowError(f"unknown timing {self.timing!r} ({', '.join(RUN_TIMINGS)})")
         if not self.caches:
@@ -212,12 +219,47 @@ class RunSpec:
                               f"{self.timing} times")
 
     def _check_fleet(self) -> None:
-        """The fleet's settings: one engine, no router, until replicas are simulated."""
-        if self.replicas != 1:
-            raise ShadowError(f"--replicas {self.replicas}: only one engine is simulated")
-        if self.router is not None:
-            raise ShadowError(f"--router {self.router}: only one engine is simulated, which "
-                              f"no router serves")
+        """The fleet's settings: a replica count in range, known routers with known parameters,
+        a time model for a router that reads load, and nothing that cannot be split by replica
+        (an oracle's next-access times, ``--dump-holes`` file names, offload tiers)."""
+        from shadow.sim.fleet.router import check_replicas, parse_router
+
+        check_replicas(self.replicas)
+        if not self.routers:
+            if self.replicas > 1:
+                raise ShadowError(f"--replicas {self.replicas} needs a router to spread the "
+                                  f"requests: --router R[,R...] (simulate --list-routers)")
+            return
+        if self.timing == "live":
+            raise ShadowError("the connector runs in one engine: a router is simulate's")
+        choices = tuple(parse_router(text) for text in self.routers)
+        labels = [c.label for c in choices]
+        if len(set(labels)) != len(labels):
+            raise ShadowError("--router lists a router twice")
+        object.__setattr__(self, "router_choices", choices)
+        if self.tiers:
+            raise ShadowError("--tier runs behind one engine: a fleet (--router) has no "
+                              "offload tiers")
+        if self.timing == "serial":
+            by_load = [c.label for c in choices if c.spec.needs_load]
+            if by_load:
+                raise ShadowError(f"router {by_load[0]} routes by load, which a time model "
+                                  f"gives: --timing recorded or model (serial timing has "
+                                  f"nothing in flight)")
+        if self.replicas > 1:
+            oracles = self._oracles()
+            if oracles:
+                raise ShadowError(f"{', '.join(oracles)} (an oracle) cannot run in a fleet of "
+                                  f"{self.replicas}: its next-access times follow the whole "
+                                  f"trace, not one replica's share")
+            if self.dump_holes is not None:
+                raise ShadowError("--dump-holes names its files by cache alone: it runs with "
+                                  "one replica only")
+
+    @property
+    def is_fleet(self) -> bool:
+        """Whether :func:`run` runs fleets (a router given) rather than one engine."""
+        return bool(self.routers)
 
     # ---- derived values ----
 
@@ -254,7 +296,28 @@ class RunSpec:
             block_bytes = kv_bytes_per_block(cfg, B, dtype.strip() or "auto")
         for t in self.tiers:
             t.n_chunks(block_bytes)              # NOTE: a size that cannot be met: now
+        self._bind_fleet(header, path)
         return replace(self, block_size=B, bytes_per_block=block_bytes, kv_config=None)
+
+    def _bind_fleet(self, header: Any, path: str | os.PathLike[str]) -> None:
+        """The routers against the trace: a block size for those that count tokens, and
+        ``recorded`` replays a merged recording's replicas, as many as the fleet has."""
+        B = int(getattr(header, "block_size_tokens", 0) or 0)
+        for c in self.router_choices:
+            if c.spec.needs_block_size and B < 1:
+                raise ShadowError(f"{path}: router {c.label} needs the block size in tokens "
+                                  f"({c.spec.needs_block_size}), which the trace's header "
+                                  f"does not give")
+        if not any(c.name == "recorded" for c in self.router_choices):
+            return
+        n = int(getattr(header, "n_replicas", 0) or 0)
+        if n == 0:
+            raise ShadowError(f"{path}: router recorded needs a merged recording (the replica "
+                              f"of each request: shadow convert of the replicas' recordings), "
+                              f"which this trace is not")
+        if n != self.replicas:
+            raise ShadowError(f"{path}: router recorded replays the {n} replicas this "
+                              f"recording names: --replicas {n}, not {self.replicas}")
 
     def setup_notes(self) -> list[str]:
         """What a setting defeats, per policy, before the run (asym_cache under a uniform
@@ -304,11 +367,21 @@ class RunSpec:
                      threads: int | None = None, dump_holes: str | None = None,
                      trace_name: str = "", block_id: str = "prefix",
                      allow_truncated: bool = False, category: str = DEFAULT_CATEGORY,
+                     replicas: int = 1, router: str | None = None,
+                     router_params: Iterable[str] = (),
                      source: str = "simulate") -> "RunSpec":
         """From ``shadow simulate``'s option values (texts as given; a parsed ``cost_model``
-        may be passed to parse it once for many specs)."""
+        may be passed to parse it once for many specs).  ``router``: ``--router R[,R...]``,
+        with ``router_params`` the ``--router-params`` values."""
+        from shadow.sim.fleet.router import router_texts
         from shadow.sim.timing.service import parse_service
         from shadow.sim.tiers.model import parse_tiers
+
+        if router is not None and not router.strip():
+            raise ShadowError("--router is empty")
+        routers = tuple(router_texts(router, router_params)) if router is not None else ()
+        if router is None and any(p.strip() for p in router_params):
+            raise ShadowError("--router-params without --router")
 
         cost = cost_model if isinstance(cost_model, CostModel) else parse_cost_model(cost_model)
         svc = parse_service(service) if service is not None else None
@@ -317,14 +390,17 @@ class RunSpec:
                    tiers=tuple(t for text in tiers for t in parse_tiers(text)),
                    bytes_per_block=bytes_per_block, kv_config=kv_config, category=category,
                    block_id=block_id, allow_truncated=allow_truncated, threads=threads,
-                   dump_holes=dump_holes, trace_name=trace_name, source=source)
+                   dump_holes=dump_holes, trace_name=trace_name, replicas=replicas,
+                   routers=routers, source=source)
 
     @classmethod
     def from_cell(cls, cell: Any, cost: CostModel | None = None) -> "RunSpec":
         """From a sweep cell (:class:`shadow.sweep.plan.Cell`): its one cache, its timing
         (``model:SERVICE`` carries the service), its tier and block bytes (``N`` or
-        ``CONFIG[,DTYPE]``).  ``cost``: the cell's cost model already parsed."""
+        ``CONFIG[,DTYPE]``), its router (``name:k=v,...``) and replica count.  ``cost``: the
+        cell's cost model already parsed."""
         timing, _, service = cell.timing.partition(":")
+        router, _, router_params = cell.router.partition(":")
         kv = cell.kv_bytes
         return cls.from_options(
             (CacheSpec(cell.algo, cell.capacity, cell.params),),
@@ -334,7 +410,8 @@ class RunSpec:
             bytes_per_block=int(kv) if kv.isdigit() else None,
             kv_config=kv if kv and not kv.isdigit() else None, trace_name=cell.trace_name,
             block_id=cell.block_id, allow_truncated=cell.allow_truncated,
-            category=cell.category, source="sweep")
+            category=cell.category, replicas=cell.replicas, router=router or None,
+            router_params=(router_params,) if router_params else (), source="sweep")
 
     @classmethod
     def live(cls, caches: Sequence[CacheSpec], *, cost: CostModel, block_size: int,
@@ -354,14 +431,27 @@ class RunSpec:
 class RunResults:
     """What :func:`run` returns: per cache (``spec.caches`` order) its :class:`Result`; per
     (cache, tier) pair, caches outer, its tier result (none without tiers); and the lines the
-    caches' policies say about what the trace lacked, each once."""
+    caches' policies say about what the trace lacked, each once.
+
+    A fleet run (routers given) has one :class:`~shadow.sim.fleet.run.FleetResult` per
+    (router, cache) in ``fleet``, routers outer, and ``caches`` holds their totals in the same
+    order (``caches[i] is fleet[i].total``)."""
 
     caches: list[Result]
     tiers: list["TierResult | ChainResult"] = field(default_factory=list)
     trace_notes: list[str] = field(default_factory=list)
+    fleet: list["FleetResult"] = field(default_factory=list)
+
+    def fleet_of(self, r: Result) -> "FleetResult | None":
+        """The fleet whose totals ``r`` is (None outside a fleet run)."""
+        return next((f for f in self.fleet if f.total is r), None)
 
     def result_lines(self, r: Result) -> list[str]:
-        """A cache's RESULT line; with tiers, one per tier with the tier keys appended."""
+        """A cache's RESULT line; with tiers, one per tier with the tier keys appended; a
+        fleet's totals with the fleet keys appended."""
+        fleet = self.fleet_of(r)
+        if fleet is not None:
+            return [fleet.result_line()]
         mine = [t for t in self.tiers if t.spec == r.spec]
         if not mine:
             return [r.result_line()]
@@ -372,29 +462,28 @@ class RunResults:
         return [line for r in self.caches if not r.error for line in self.result_lines(r)]
 
 
-def _notes(sim: "Simulator", method: str) -> list[str]:
-    """The distinct lines the caches' policies give from ``method`` (if they have it)."""
-    out: list[str] = []
-    for r in sim.runs:
-        notes = getattr(r.policy, method, None)
-        for line in notes() if notes is not None else ():
-            if line not in out:
-                out.append(line)
-    return out
-
-
 def run(spec: RunSpec, tr: Any, progress: Callable[[int, int], None] | None = None,
         on_start: Callable[[], None] | None = None) -> RunResults:
     """Serve the open trace ``tr`` (:func:`shadow.trace.open_trace`; its ``path`` names it in
     errors) through ``spec``'s caches, bound to its header, with the driver the spec asks for.
 
     ``progress(block accesses, requests)`` is called as the run goes; ``on_start()`` once the
-    caches are built, before the first request.  On any failure the caches are aborted (no
-    partial hole files)."""
+    caches are built, before the first request (a fleet builds its replicas' caches as it
+    goes: before them).  On any failure the caches are aborted (no partial hole files).
+
+    A spec with routers runs a fleet per router (:func:`shadow.sim.fleet.run.run_routers`)."""
     if spec.timing == "live":
         raise ShadowError("a live run is driven by the engine, not by run()")
     path = tr.path
     spec = spec.bind(tr.header, path)
+    if spec.is_fleet:
+        from shadow.sim.fleet.run import run_routers
+
+        if on_start is not None:
+            on_start()
+        fleet = run_routers(spec, tr, progress)
+        notes = list(dict.fromkeys(line for f in fleet for line in f.notes))
+        return RunResults([f.total for f in fleet], [], notes, fleet)
     sim = spec.simulator()
     try:
         if on_start is not None:
@@ -421,4 +510,6 @@ def run(spec: RunSpec, tr: Any, progress: Callable[[int, int], None] | None = No
         from shadow.sim.core.simulator import run_trace
 
         run_trace(sim, tr, path, progress=progress)
-    return RunResults(sim.results(), tier_results, _notes(sim, "trace_notes"))
+    from shadow.sim.core.simulator import policy_notes
+
+    return RunResults(sim.results(), tier_results, policy_notes([sim]))

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+from itertools import product
 from pathlib import Path
 
 import click
 
-from shadow.cli_options import parse_name_list, parse_size
+from shadow.cli_options import parse_name_list, parse_size, split_size_list
 from shadow.errors import ShadowError
 from shadow.sim.options import run_options
 from shadow.sweep.plan import parse_capacities, plan_cells
@@ -52,24 +53,41 @@ def _split_algos(algo_args: tuple[str, ...], params_args: tuple[str, ...]) -> li
 
 def _check_runs(pairs: list[tuple[str, str]], caps: list[int], cost_models: list[str],
                 timings: tuple[str, ...], service: str | None, tiers: tuple[str, ...],
-                bytes_per_block: int | None, kv_config: str | None, **options) -> None:
-    """Fail fast, before any worker starts: the runs of every (cost model, timing) checked as
-    ``shadow simulate`` checks its options (:meth:`shadow.sim.run.RunSpec.from_options`), each
-    cost model parsed once."""
+                bytes_per_block: int | None, kv_config: str | None, replicas: list[int],
+                router: str | None, router_params: tuple[str, ...], **options) -> list[str]:
+    """Fail fast, before any worker starts: the runs of every (cost model, timing, replica
+    count) checked as ``shadow simulate`` checks its options
+    (:meth:`shadow.sim.run.RunSpec.from_options`), each cost model parsed once.  Returns the
+    cells' router texts (``['']`` without ``--router``)."""
     from shadow.sim.cost.models import parse_cost_model
     from shadow.sim.core.results import CacheSpec
     from shadow.sim.run import RunSpec
 
     caches = [CacheSpec(a, c, p) for a, p in pairs for c in caps]
+    routers: tuple[str, ...] = ()
     for cm in cost_models:
         cost = parse_cost_model(cm)
-        for t in timings:
+        for t, n in product(timings, replicas):
             # NOTE: a --service goes to the model cells only; with no model timing it is
             # checked against the first timing (the one-line "is --timing model's" refusal)
             svc = service if t == "model" or "model" not in timings else None
-            RunSpec.from_options(caches, cost_model=cost, timing=t, service=svc, tiers=tiers,
-                                 bytes_per_block=bytes_per_block, kv_config=kv_config,
-                                 source="sweep", **options)
+            spec = RunSpec.from_options(caches, cost_model=cost, timing=t, service=svc,
+                                        tiers=tiers, bytes_per_block=bytes_per_block,
+                                        kv_config=kv_config, replicas=n, router=router,
+                                        router_params=router_params, source="sweep", **options)
+            routers = spec.routers
+    return list(routers) or [""]
+
+
+def _parse_replicas(text: str) -> list[int]:
+    """``--replicas N[,N...]``: distinct counts in order (each checked by the run's spec)."""
+    out = []
+    for i, item in enumerate(split_size_list(text, what="--replicas"), 1):
+        if not item.strip().isdigit():
+            raise ShadowError(f"bad --replicas list {text!r}: item {i} {item.strip()!r} is not "
+                              f"a whole number")
+        out.append(int(item))
+    return list(dict.fromkeys(out))
 
 
 @click.command("sweep")
@@ -105,9 +123,10 @@ def sweep(traces_args: tuple[str, ...], traces: tuple[str, ...], algos: tuple[st
           jobs: int | None, address: str | None, cost_models: tuple[str, ...], no_pin: bool,
           replay_order: str, timings: tuple[str, ...], service: str | None,
           tiers: tuple[str, ...], bytes_per_block: int | None, kv_config: str | None,
-          category: str, block_id: str, allow_truncated: bool, progress: bool | None,
-          mrc: bool) -> None:
-    """Simulate every (trace, policy, capacity, cost model) cell, in parallel, resumably.
+          replicas: str, router: str | None, router_params: tuple[str, ...], category: str,
+          block_id: str, allow_truncated: bool, progress: bool | None, mrc: bool) -> None:
+    """Simulate every (trace, policy, capacity, cost model[, router, replicas]) cell, in
+    parallel, resumably.
 
     Each cell streams its trace once through one simulated cache (constant memory) and is stored as
     DIR/cells/<cell>.result (its RESULT line) when it completes; DIR/results.csv is rebuilt from all
@@ -120,6 +139,8 @@ def sweep(traces_args: tuple[str, ...], traces: tuple[str, ...], algos: tuple[st
       shadow sweep -t conv.lcp.zst -a lru,s3fifo,belady -c 1k:64k:log7 --cost-model uniform \\
           --cost-model position --out sweeps/conv --jobs 2
       shadow plot sweeps/conv --bytes-per-block 1536k
+      shadow sweep -t conv.lcp.zst -a lru -c 1k:16k:log5 --timing model \\
+          --router round_robin,kv_aware --replicas 2,4,8 --out sweeps/fleet
     """
     from shadow.sweep.executors import make_executor
     from shadow.sweep.runner import run_sweep
@@ -133,7 +154,9 @@ def sweep(traces_args: tuple[str, ...], traces: tuple[str, ...], algos: tuple[st
     timings = tuple(dict.fromkeys(timings))
     options = dict(pin=not no_pin, replay_order=replay_order, block_id=block_id,
                    allow_truncated=allow_truncated, category=category)
-    _check_runs(pairs, caps, cms, timings, service, tiers, bytes_per_block, kv_config, **options)
+    counts = _parse_replicas(replicas)
+    routers = _check_runs(pairs, caps, cms, timings, service, tiers, bytes_per_block, kv_config,
+                          counts, router, router_params, **options)
     if executor == "local" and address:
         raise ShadowError("--address is for --executor ray")
     if executor == "ray" and jobs is not None:
@@ -141,7 +164,7 @@ def sweep(traces_args: tuple[str, ...], traces: tuple[str, ...], algos: tuple[st
     cell_timings = [f"model:{service}" if t == "model" and service else t for t in timings]
     cell_tiers, kv_bytes = _tier_cells(tiers, bytes_per_block, kv_config)
     cells = plan_cells(all_traces, pairs, caps, cms, timings=cell_timings, tiers=cell_tiers,
-                       kv_bytes=kv_bytes, **options)
+                       kv_bytes=kv_bytes, routers=routers, replicas=counts, **options)
     ex = make_executor(executor, jobs=jobs, address=address)
     report = run_sweep(cells, out_dir, ex, progress=progress, curves=mrc)
     click.echo(f"{report.summary()}; wrote {report.csv_path}")

@@ -1,6 +1,6 @@
 """Sweep cells from the one-pass curve (``shadow sweep --mrc``), and the curves plot overlays.
 
-The lru and vllm cells of a sweep that run serially without a tier and without parameters are
+The lru and vllm cells of a sweep that run serially without a tier, a router or parameters are
 points of one exact miss-ratio curve per (trace, block-id mode, truncation, cost model, recency
 order) (docs/mrc.md): one pass over the trace gives every such cell from the largest request's
 room up.  :func:`take_from_curves` runs that pass once per group, stores each cell it answers (its
@@ -60,7 +60,7 @@ class CurveInfo:
 def eligible(cell: Cell) -> bool:
     """Whether the curve answers ``cell`` (above the largest request's room)."""
     return (cell.algo in CURVE_ALGOS and not cell.params and cell.timing == "serial"
-            and not cell.tier)
+            and not cell.tier and not cell.router)
 
 
 def curve_info(cell: Cell) -> CurveInfo:

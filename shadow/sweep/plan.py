@@ -7,7 +7,7 @@ of storage: it is run by one task that streams its trace once through one
 
 Invariant: a cell's :meth:`Cell.key` names every input that can change its result (the trace path,
 the policy and its parameters, the capacity, the cost model, pinning, replay order, block-id mode, truncation,
-the category fold),
+the category fold, the timing, the tier, the router and the replica count),
 and nothing else, so two cells with equal keys give identical RESULT lines and a cell file found in
 ``DIR`` can stand in for running the cell again.
 """
@@ -20,6 +20,7 @@ import math
 import os
 import re
 from dataclasses import asdict, dataclass, fields
+from itertools import product
 from typing import Iterable
 
 from shadow.cli_options import parse_size, split_size_list
@@ -123,18 +124,22 @@ class Cell:
     kv_bytes: str = ""
     #: the fold of type and turn into the request category (``--category``)
     category: str = DEFAULT_CATEGORY
+    #: the router, ``name`` or ``name:k=v,...`` (``shadow simulate --router``), '' one engine
+    router: str = ""
+    #: engines behind the router (``--replicas``); the capacity is each one's
+    replicas: int = 1
 
     def key(self) -> str:
         """The canonical text of every field: equal keys, equal results.
 
-        NOTE: ``timing``, ``tier``, ``kv_bytes`` and ``category`` are left out at their
-        defaults, so a cell stored before those fields existed keeps its key (and its file name's
-        digest): such sweeps resume (no policy read the category before it existed: their
-        results are the default's).
+        NOTE: ``timing``, ``tier``, ``kv_bytes``, ``category``, ``router`` and ``replicas``
+        are left out at their defaults, so a cell stored before those fields existed keeps its
+        key (and its file name's digest): such sweeps resume (no policy read the category
+        before it existed: their results are the default's).
         """
         d = asdict(self)
         for name, default in (("timing", "serial"), ("tier", ""), ("kv_bytes", ""),
-                              ("category", DEFAULT_CATEGORY)):
+                              ("category", DEFAULT_CATEGORY), ("router", ""), ("replicas", 1)):
             if d[name] == default:
                 del d[name]
         return json.dumps(d, sort_keys=True, separators=(",", ":"))
@@ -155,7 +160,8 @@ class Cell:
 
     def label(self) -> str:
         algo = f"{self.algo}({self.params})" if self.params else self.algo
-        return f"{self.trace_name} {algo} {self.capacity} {self.cost_model}"
+        fleet = f" x{self.replicas} behind {self.router}" if self.router else ""
+        return f"{self.trace_name} {algo} {self.capacity}{fleet} {self.cost_model}"
 
     @classmethod
     def from_key(cls, key: str) -> "Cell":
@@ -172,11 +178,13 @@ def plan_cells(traces: Iterable[str], algos: Iterable[tuple[str, str]], capaciti
                replay_order: str = "deepest-first", block_id: str = "prefix",
                allow_truncated: bool = False, timings: Iterable[str] = ("serial",),
                tiers: Iterable[str] = ("",), kv_bytes: str = "",
-               category: str = DEFAULT_CATEGORY) -> list[Cell]:
-    """The cells of a sweep, in trace, cost model, timing, policy, capacity, tier order, without
-    duplicates.
+               category: str = DEFAULT_CATEGORY, routers: Iterable[str] = ("",),
+               replicas: Iterable[int] = (1,)) -> list[Cell]:
+    """The cells of a sweep, in trace, cost model, timing, router, replica count, policy,
+    capacity, tier order, without duplicates.
 
-    ``algos`` holds ``(name, params)`` pairs.  Trace paths are made absolute.
+    ``algos`` holds ``(name, params)`` pairs; ``routers`` the routers' texts (``''``: one
+    engine).  Trace paths are made absolute.
     """
     cells: list[Cell] = []
     seen: set[Cell] = set()
@@ -184,14 +192,12 @@ def plan_cells(traces: Iterable[str], algos: Iterable[tuple[str, str]], capaciti
     for trace in traces:
         path = os.path.abspath(trace)
         for cost_model in cost_models:
-            for timing in timings:
-                for algo, params in algos:
-                    for cap in caps:
-                        for tier in tiers:
-                            cell = Cell(path, algo, cap, cost_model, params, pin, replay_order,
-                                        block_id, allow_truncated, timing, tier,
-                                        kv_bytes if tier else "", category)
-                            if cell not in seen:
-                                seen.add(cell)
-                                cells.append(cell)
+            for timing, router, n, (algo, params), cap, tier in product(
+                    timings, routers, replicas, algos, caps, tiers):
+                cell = Cell(path, algo, cap, cost_model, params, pin, replay_order, block_id,
+                            allow_truncated, timing, tier, kv_bytes if tier else "", category,
+                            router, int(n))
+                if cell not in seen:
+                    seen.add(cell)
+                    cells.append(cell)
     return cells

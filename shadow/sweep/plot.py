@@ -12,6 +12,11 @@ Each figure has four panels against capacity (log x axis, in blocks; also in GiB
 Oracles (policies that read the trace's next-access times) are drawn dashed.  matplotlib (Agg) is
 imported only when plotting.
 
+Fleet cells (``shadow sweep --router R[,R...] --replicas N[,N...]``) get one PNG per replica count,
+the routers side by side in it: a colour per policy, a line style and marker per router (the
+capacity is each replica's); with several replicas the fourth panel is the request imbalance
+(the busiest replica's requests over the mean) instead of the holes.
+
 A sweep run with ``--mrc`` keeps its exact lru curves under ``DIR/curves/``
 (:mod:`shadow.sweep.curves`): each is drawn over the points of its group as a thin black step line
 on the first three panels, at every size where it changes (lru's in the group's replay order;
@@ -44,7 +49,10 @@ logger = logging.getLogger(__name__)
 #: holes per served request).
 HOLE_FIELDS = ("holes_per_req", "n_holes")
 _DEFAULTS = {"pin": "on", "replay_order": "deepest-first", "block_id": "prefix",
-             "timing": "serial", "category": DEFAULT_CATEGORY}
+             "timing": "serial", "category": DEFAULT_CATEGORY, "replicas": "1"}
+#: Line styles and markers of the routers of one figure, in router order (one engine first).
+ROUTER_STYLES = ("-", "--", ":", "-.")
+ROUTER_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
 
 def is_oracle(algo: str) -> bool:
@@ -92,7 +100,10 @@ def _slug(text: str) -> str:
 
 
 def _group_title(key: tuple[str, ...]) -> tuple[str, str]:
-    trace, cost_model, pin, replay_order, block_id, timing, category = key
+    """A group's title and PNG name from its key: trace, cost model, pin, replay order,
+    block-id mode, timing, category[, replicas]."""
+    trace, cost_model, pin, replay_order, block_id, timing, category = key[:7]
+    replicas = key[7] if len(key) > 7 else _DEFAULTS["replicas"]
     extras = []
     if pin != _DEFAULTS["pin"]:
         extras.append("no-pin")
@@ -104,6 +115,8 @@ def _group_title(key: tuple[str, ...]) -> tuple[str, str]:
         extras.append(f"timing {timing}")
     if category != _DEFAULTS["category"]:
         extras.append(f"category {category}")
+    if replicas != _DEFAULTS["replicas"]:
+        extras.append(f"{replicas} replicas")
     title = f"{trace}  cost model {cost_model}" + (f"  ({', '.join(extras)})" if extras else "")
     name = "__".join(_slug(p) for p in (trace, cost_model, *extras)) + ".png"
     return title, name
@@ -135,7 +148,8 @@ def plot_sweep(csv_path: str | os.PathLike, out_dir: str | os.PathLike, *,
                row.get("replay_order") or _DEFAULTS["replay_order"],
                row.get("block_id") or _DEFAULTS["block_id"],
                row.get("timing") or _DEFAULTS["timing"],
-               row.get("category") or _DEFAULTS["category"])
+               row.get("category") or _DEFAULTS["category"],
+               row.get("replicas") or _DEFAULTS["replicas"])
         groups[key].append(row)
     out = Path(out_dir)
     try:
@@ -170,7 +184,7 @@ def plot_sweep(csv_path: str | os.PathLike, out_dir: str | os.PathLike, *,
 def _curves_of(rows: list[dict[str, str]], key: tuple[str, ...],
                curves: dict[tuple, list]) -> list[tuple[str, list]]:
     """The stored curves to draw over a group's points: (label, points)."""
-    _trace, cost_model, _pin, replay_order, block_id, timing, _category = key
+    _trace, cost_model, _pin, replay_order, block_id, timing, _category = key[:7]
     if timing != "serial":
         return []
     out = []
@@ -258,14 +272,38 @@ def _plot_tier_group(rows: list[dict[str, str]], path: Path, title: str, dpi: in
     return _save(fig, path, dpi)
 
 
-def _series(rows: Iterable[dict[str, str]]) -> dict[str, list[dict[str, str]]]:
-    by_policy: dict[str, list[dict[str, str]]] = defaultdict(list)
+def _series(rows: Iterable[dict[str, str]]) -> dict[tuple[str, str], list[dict[str, str]]]:
+    """A group's rows by (policy label, router), each sorted by capacity."""
+    by_series: dict[tuple[str, str], list[dict[str, str]]] = defaultdict(list)
     for r in rows:
         label = f"{r['algo']}({r['params']})" if r.get("params") else r["algo"]
-        by_policy[label].append(r)
-    for lst in by_policy.values():
+        by_series[(label, r.get("router") or "")].append(r)
+    for lst in by_series.values():
         lst.sort(key=lambda r: int(r["cache_size"]))
-    return dict(sorted(by_policy.items()))
+    return dict(sorted(by_series.items()))
+
+
+def series_styles(series: dict[tuple[str, str], list[dict[str, str]]]
+                  ) -> dict[tuple[str, str], tuple[int, str, str, str]]:
+    """How each (policy, router) series is drawn: (colour index, line style, marker, legend
+    label).  A colour per policy; the routers side by side as line styles and markers (one
+    engine, router '', first); without routers, oracles dashed."""
+    policies = sorted({p for p, _ in series})
+    routers = sorted({r for _, r in series})
+    fleet = routers != [""]
+    out = {}
+    for (policy, router), pts in series.items():
+        oracle = is_oracle(pts[0]["algo"])
+        j = routers.index(router)
+        label = policy + (" (oracle)" if oracle else "")
+        if fleet:
+            style = ROUTER_STYLES[j % len(ROUTER_STYLES)]
+            label += f", {router or 'one engine'}"
+        else:
+            style = "--" if oracle else "-"
+        out[(policy, router)] = (policies.index(policy), style,
+                                 ROUTER_MARKERS[j % len(ROUTER_MARKERS)], label)
+    return out
 
 
 def _plot_group(rows: list[dict[str, str]], path: Path, title: str, bytes_per_block: int | None,
@@ -291,22 +329,27 @@ def _plot_group(rows: list[dict[str, str]], path: Path, title: str, bytes_per_bl
         ({"holes_per_req": "holes per served request"}.get(hole_field or "", "holes"),
          (lambda r: _float(r, hole_field)) if hole_field else (lambda r: None)),
     ]
-    cmap = plt.get_cmap("tab20" if len(series) > 10 else "tab10")
+    if any((r.get("replicas") or "1") != "1" for r in rows):
+        # NOTE: a fleet of several: how unbalanced the router left it instead of the holes
+        panels[3] = ("requests on the busiest replica / mean", lambda r: _float(r, "req_imbalance"))
+    styles = series_styles(series)
+    n_colours = 1 + max((c for c, _, _, _ in styles.values()), default=0)
+    cmap = plt.get_cmap("tab20" if n_colours > 10 else "tab10")
     fig, axes = plt.subplots(2, 2, figsize=(13, 9), constrained_layout=True)
     for k, (ax, (ylabel, get)) in enumerate(zip(axes.flat, panels)):
         drawn = 0
         for j, (label, pts) in enumerate(curves if k < len(curve_gets) else ()):
             _draw_curve(ax, pts, curve_gets[k], label, lo, hi, "-" if j == 0 else ":")
             drawn += 1
-        for i, (label, pts) in enumerate(series.items()):
+        for key, pts in series.items():
             xy = [(int(r["cache_size"]), get(r)) for r in pts]
             xy = [(x, y) for x, y in xy if y is not None]
             if not xy:
                 continue
             xs, ys = zip(*xy)
-            oracle = is_oracle(pts[0]["algo"])
-            ax.plot(xs, ys, linestyle="--" if oracle else "-", marker="o", markersize=3,
-                    color=cmap(i % cmap.N), label=label + (" (oracle)" if oracle else ""))
+            colour, style, marker, label = styles[key]
+            ax.plot(xs, ys, linestyle=style, marker=marker, markersize=3,
+                    color=cmap(colour % cmap.N), label=label)
             drawn += 1
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(FuncFormatter(_fmt_blocks))

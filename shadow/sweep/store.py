@@ -35,7 +35,7 @@ _TMP_PREFIX = TMP_PREFIX
 #: CSV columns taken from the cell itself, first in every row.  ``trace`` is the trace's file
 #: name (as in RESULT lines), ``trace_path`` the absolute path the cell read.
 CELL_COLUMNS = ["trace", "algo", "params", "cache_size", "cost_model", "pin", "replay_order",
-                "block_id", "timing", "category", "trace_path"]
+                "block_id", "timing", "category", "router", "replicas", "trace_path"]
 
 # NOTE: split before every ' key=' so a value may hold spaces (a trace file name), but not ' word='.
 _FIELD_SPLIT = re.compile(r"\s+(?=[A-Za-z_][A-Za-z0-9_]*=)")
@@ -161,11 +161,13 @@ class SweepDir:
                     "block_id": cell.block_id,
                     "timing": cell.timing,
                     "category": cell.category,
+                    "router": cell.router,
+                    "replicas": str(cell.replicas),
                     "trace_path": cell.trace,
                 }
                 for k, v in res.items():
                     if k in ("algo", "cache_size", "cost_model", "block_id", "trace", "pin",
-                             "replay_order", "params", "timing"):
+                             "replay_order", "params", "timing", "router", "replicas"):
                         continue  # NOTE: the cell's own values are canonical; RESULT spells them its way
                     if k not in row:
                         row[k] = v
@@ -173,8 +175,8 @@ class SweepDir:
                             columns.append(k)
                 out.append(row)
         out.sort(key=lambda r: (r["trace"], r["trace_path"], r["cost_model"], r["pin"],
-                                r["replay_order"], r["block_id"], r["timing"], r["algo"],
-                                r["params"],
+                                r["replay_order"], r["block_id"], r["timing"], r["router"],
+                                int(r["replicas"]), r["algo"], r["params"],
                                 int(r["cache_size"]), r.get("tier", ""), r.get("tier2", "")))
         return columns, out
 
@@ -246,7 +248,8 @@ def _read_text(path: Path, what: str, *, encoding: str = "utf-8", hint: str = ""
 #: RESULT / CSV columns that hold a ratio (a number in [0, 1]) or a hole figure (>= 0).
 RATIO_FIELDS = ("block_hit_ratio", "compute_saving_ratio", "prefix_hit_ratio",
                 "prefix_compute_saving_ratio", "tier_hit_ratio", "tier_compute_saving_ratio",
-                "tier2_hit_ratio", "tier2_compute_saving_ratio")
+                "tier2_hit_ratio", "tier2_compute_saving_ratio", "replica_hit_min",
+                "replica_hit_max")
 HOLE_FIGURES = ("holes_per_req", "n_holes", "mean_hole_len", "max_hole_len")
 
 
@@ -271,14 +274,16 @@ def bad_number(row: dict[str, str]) -> str | None:
 def _bad_cell_field(cell: Cell) -> str | None:
     """What is wrong with the types or values of a cell read back from its key, or None."""
     for name in ("trace", "algo", "cost_model", "params", "replay_order", "block_id", "timing",
-                 "tier", "kv_bytes", "category"):
+                 "tier", "kv_bytes", "category", "router"):
         if type(getattr(cell, name)) is not str:
             return f"{name} is {getattr(cell, name)!r}; expected a string"
     for name in ("pin", "allow_truncated"):
         if type(getattr(cell, name)) is not bool:
             return f"{name} is {getattr(cell, name)!r}; expected true or false"
-    if type(cell.capacity) is not int or cell.capacity < 1:
-        return f"capacity is {cell.capacity!r}; expected a positive integer"
+    for name in ("capacity", "replicas"):
+        value = getattr(cell, name)
+        if type(value) is not int or value < 1:
+            return f"{name} is {value!r}; expected a positive integer"
     if not cell.trace or not cell.algo:
         return "empty trace or algo"
     return None

@@ -224,3 +224,14 @@ def sliding_session_trace(rng: np.random.Generator, n_req: int, n_sessions: int 
             last[sess[i]] = i + 1
     rec["session_next_req"] = nxt
     return requests, rec
+
+
+def synth(path: Path | str, *args: str) -> str:
+    """``shadow synth ARGS PATH`` (in this process); the path written."""
+    from click.testing import CliRunner
+
+    from shadow.cli import cli
+
+    res = CliRunner().invoke(cli, ["synth", *args, str(path)])
+    assert res.exit_code == 0, res.output
+    return str(path)

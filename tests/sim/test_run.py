@@ -19,6 +19,7 @@ from shadow.sim.core.results import CacheSpec
 from shadow.sim.run import RUN_TIMINGS, RunResults, RunSpec, check_policy_runs, run
 from shadow.sweep.plan import Cell
 from tests.sim._traces import SYNTHETIC
+from tests.tiers import by_name, unit_rows
 
 pytest.importorskip("shadow.sim.core.loop")
 
@@ -118,16 +119,51 @@ REFUSED = [
      "bad replay order 'backwards'"),
     ("simulate: block-id mode", lambda: opts(block_id="hash"), "bad block-id mode 'hash'"),
     ("simulate: timing", lambda: opts(timing="sometimes"), "unknown timing 'sometimes'"),
-    ("sweep: replicas", lambda: dataclasses.replace(RunSpec.from_cell(cell()), replicas=2),
-     "--replicas 2: only one engine is simulated"),
-    ("simulate: router", lambda: dataclasses.replace(opts(), router="round_robin"),
-     "--router round_robin: only one engine is simulated"),
+    ("simulate: --replicas 0", lambda: opts(replicas=0, router="round_robin"),
+     "--replicas must be between 1 and 4096, got 0"),
+    ("simulate: --replicas 4097", lambda: opts(replicas=4097, router="round_robin"),
+     "--replicas must be between 1 and 4096, got 4097"),
+    ("simulate: --replicas without a router", lambda: opts(replicas=2),
+     "--replicas 2 needs a router to spread the requests"),
+    ("simulate: an unknown router", lambda: opts(router="round_robin,nope"),
+     "unknown router 'nope'"),
+    ("simulate: an empty --router", lambda: opts(router=" "), "--router is empty"),
+    ("simulate: a router twice", lambda: opts(router="random,random"),
+     "--router lists a router twice"),
+    ("simulate: an unknown router parameter",
+     lambda: opts(router="cache_aware", router_params=["cache_aware:nope=1"]),
+     "router cache_aware: unknown parameter 'nope'"),
+    ("simulate: a parameter every router does not take",
+     lambda: opts(router="random,round_robin", router_params=["seed=1"]),
+     "router round_robin: unknown parameter 'seed'"),
+    ("simulate: a bad router value",
+     lambda: opts(router="kv_aware", router_params=["kv_aware:ttl=-1"]), "ttl must be >= 0"),
+    ("simulate: parameters in --router", lambda: opts(router="kv_aware:ttl=1"),
+     "--router 'kv_aware:ttl=1': --router names routers (R[,R...]); their parameters go to "
+     "--router-params R:k=v,..."),
+    ("simulate: parameters of a router not run",
+     lambda: opts(router="random", router_params=["dynamo:seed=1"]),
+     "--router-params 'dynamo:seed=1': dynamo is not in --router"),
+    ("simulate: --router-params without --router", lambda: opts(router_params=["seed=1"]),
+     "--router-params without --router"),
+    ("simulate: a load router under serial timing", lambda: opts(router="least_load"),
+     "router least_load routes by load, which a time model gives"),
+    ("simulate: an oracle in a fleet", lambda: opts(BELADY, replicas=2, router="random"),
+     "belady (an oracle) cannot run in a fleet of 2"),
+    ("simulate: --dump-holes in a fleet",
+     lambda: opts(replicas=2, router="random", dump_holes="/tmp/h"),
+     "--dump-holes names its files by cache alone: it runs with one replica only"),
+    ("simulate: a fleet with a tier",
+     lambda: opts(router="round_robin", tiers=["cpu:8kblk:lru"]),
+     "--tier runs behind one engine: a fleet (--router) has no offload tiers"),
+    ("connector: a router", lambda: dataclasses.replace(live(), routers=("round_robin",)),
+     "the connector runs in one engine: a router is simulate's"),
     ("a cost model not parsed", lambda: RunSpec(LRU, cost="uniform"),
      "a run needs a parsed cost model"),
 ]
 
 
-@pytest.mark.parametrize("what,make,words", REFUSED, ids=[c[0] for c in REFUSED])
+@pytest.mark.parametrize("what,make,words", unit_rows(REFUSED, 3, ids=by_name))
 def test_each_cross_check_is_one_line(what, make, words):
     with pytest.raises(ShadowError) as ei:
         make()
@@ -166,11 +202,24 @@ H0 = SimpleNamespace(block_size_tokens=0, has_next_access=False)
     (lambda: opts(lookup="prompt"), "t.lcp: --lookup prompt needs the block size in tokens"),
     (lambda: opts(timing="recorded"), "t.lcp: --timing recorded needs the block size in tokens"),
     (lambda: opts(tiers=["cpu:8kblk:lru"]), "t.lcp: --tier needs the block size in tokens"),
-], ids=["oracle", "lookup", "timing", "tier"])
+    (lambda: opts(router="recorded"), "t.lcp: router recorded needs a merged recording"),
+    (lambda: opts(router="round_robin,cache_aware"), "t.lcp: router cache_aware needs the block "
+     "size in tokens (it sizes its tree in tokens), which the trace's header does not give"),
+    (lambda: opts(router="dynamo"), "t.lcp: router dynamo needs the block size in tokens (it "
+     "counts blocks of tokens)"),
+], ids=["oracle", "lookup", "timing", "tier", "recorded", "cache_aware", "dynamo"])
 def test_bind_refuses_what_the_header_lacks(spec, words):
     with pytest.raises(ShadowError) as ei:
         spec().bind(H0, "t.lcp")
     assert words in str(ei.value)
+
+
+def test_bind_refuses_a_recorded_fleet_of_another_size():
+    merged = SimpleNamespace(block_size_tokens=16, has_next_access=True, n_replicas=3)
+    opts(router="recorded", replicas=3).bind(merged, "m.lcp")
+    with pytest.raises(ShadowError, match="m.lcp: router recorded replays the 3 replicas this "
+                                          "recording names: --replicas 3, not 2"):
+        opts(router="recorded", replicas=2).bind(merged, "m.lcp")
 
 
 def test_bind_reads_the_block_bytes_from_a_config(tmp_path):

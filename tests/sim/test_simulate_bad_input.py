@@ -84,3 +84,55 @@ def test_a_bad_cost_table_is_named_with_its_line(name, data, words, tmp_path):
     table.write_bytes(data)
     test_simulate_refuses_bad_input_in_one_line(
         ["-c", "8k", "-a", "lru", "--cost-model", f"table:{table}"], f"{table}{words}", tmp_path)
+
+
+#: (options, words): the fleet's refusals (docs/fleet.md, Refusals); ``{untimed}`` is a JSONL
+#: trace whose requests have no times, ``{blockless}`` one whose block size is unknown, ``{tmp}``
+#: the test's directory.
+FLEET_CASES = [
+    (["--replicas", "0", "--router", "random"], "--replicas must be between 1 and 4096, got 0"),
+    (["--replicas", "4097", "--router", "random"],
+     "--replicas must be between 1 and 4096, got 4097"),
+    (["--replicas", "x"], "Invalid value for '--replicas': 'x' is not a valid integer"),
+    (["--replicas", "2"], "--replicas 2 needs a router to spread the requests"),
+    (["--router", "nope"], "unknown router 'nope'"),
+    (["--router", ""], "--router is empty"),
+    (["--router", "random,random"], "--router lists a router twice"),
+    (["--router", "kv_aware:ttl=1"], "--router names routers (R[,R...])"),
+    (["--router", "cache_aware", "--router-params", "nope=1"],
+     "router cache_aware: unknown parameter 'nope'"),
+    (["--router", "kv_aware", "--router-params", "ttl=-1"], "ttl must be >= 0"),
+    (["--router", "cache_aware", "--router-params", "cache_threshold=x"],
+     "bad value 'x' for cache_threshold"),
+    (["--router", "random", "--router-params", "dynamo:seed=1"],
+     "--router-params 'dynamo:seed=1': dynamo is not in --router"),
+    (["--router-params", "seed=1"], "--router-params without --router"),
+    (["--router", "least_load"], "router least_load routes by load, which a time model gives"),
+    (["-a", "belady", "--replicas", "2", "--router", "random"],
+     "belady (an oracle) cannot run in a fleet of 2"),
+    (["--replicas", "2", "--router", "random", "--dump-holes", "{tmp}/holes"],
+     "--dump-holes names its files by cache alone"),
+    (["--router", "round_robin", "--tier", "cpu:8kblk:lru"], "--tier runs behind one engine"),
+    (["--router", "recorded"], "router recorded needs a merged recording"),
+    (["-t", "{blockless}", "--router", "dynamo"],
+     "blockless.jsonl: router dynamo needs the block size in tokens"),
+    (["-t", "{untimed}", "--replicas", "2", "--router", "cache_aware"],
+     "untimed.jsonl: request 0 has no time, and router cache_aware needs one"),
+    (["-t", "{untimed}", "--router", "round_robin", "--timing", "model"],
+     "untimed.jsonl: request 0 has no arrival time"),
+]
+
+
+@pytest.mark.parametrize("args,message", unit_rows(FLEET_CASES, 5, first=1,
+                                                   ids=lambda c: " ".join(c[0])))
+def test_a_bad_fleet_is_refused_in_one_line(args, message, tmp_path):
+    untimed = tmp_path / "untimed.jsonl"
+    untimed.write_text('{"hash_ids": [1, 2, 3], "input_length": 48}\n'
+                       '{"hash_ids": [1, 2, 4], "input_length": 48}\n')
+    blockless = tmp_path / "blockless.jsonl"
+    blockless.write_text('{"timestamp": 1, "hash_ids": [1, 2, 3]}\n')
+    args = [a.format(untimed=untimed, blockless=blockless, tmp=tmp_path) for a in args]
+    if "-a" not in args:
+        args = ["-a", "lru", *args]
+    test_simulate_refuses_bad_input_in_one_line(["-c", "8k", *args], message, tmp_path)
+    assert not (tmp_path / "holes").exists()

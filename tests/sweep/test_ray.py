@@ -56,3 +56,21 @@ def test_cli_ray_and_local_executors_give_identical_csvs(trace, tmp_path, local_
     assert ray_cells == sorted(p.name for p in (tmp_path / "loc" / "cells").iterdir())
     for name in ray_cells:  # cell for cell
         assert (tmp_path / "ray" / "cells" / name).read_bytes() == (tmp_path / "loc" / "cells" / name).read_bytes()
+
+
+def test_fleet_cells_on_ray_equal_the_local_ones(trace, tmp_path, local_ray):
+    """Router and replica count travel with the cell to a Ray task: the same cell files."""
+    from click.testing import CliRunner
+
+    from shadow.sweep.commands import sweep
+
+    common = ["-t", trace, "-a", "lru", "-c", "1k,4k", "--router", "round_robin,kv_aware",
+              "--router-params", "kv_aware:speculative=false", "--replicas", "1,2"]
+    r_ray = CliRunner().invoke(sweep, [*common, "--executor", "ray", "--out", str(tmp_path / "ray")])
+    assert r_ray.exit_code == 0, (r_ray.output, r_ray.exception)
+    r_loc = CliRunner().invoke(sweep, [*common, "-j", "2", "--out", str(tmp_path / "loc")])
+    assert r_loc.exit_code == 0, (r_loc.output, r_loc.exception)
+    assert r_ray.output.startswith("8 cells: 0 already done, 8 run, 0 failed")
+    a = (tmp_path / "ray" / "results.csv").read_bytes()
+    assert a == (tmp_path / "loc" / "results.csv").read_bytes()
+    assert b",kv_aware:speculative=false,2," in a

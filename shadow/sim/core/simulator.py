@@ -388,6 +388,20 @@ class Simulator:
         self.serve_live(batch)
 
 
+def policy_notes(sims: Iterable[Simulator], method: str = "trace_notes") -> list[str]:
+    """The distinct lines the simulators' policies give from ``method`` (if they have it), in
+    simulator and cache order (``trace_notes``: what the trace lacked, which ``simulate``
+    warns about after the run)."""
+    out: list[str] = []
+    for sim in sims:
+        for r in sim.runs:
+            notes = getattr(r.policy, method, None)
+            for line in notes() if notes is not None else ():
+                if line not in out:
+                    out.append(line)
+    return out
+
+
 def _timestamps(records: np.ndarray) -> np.ndarray:
     """Arrival seconds per request: start_time_us, else complete_time_us, else -1."""
     try:

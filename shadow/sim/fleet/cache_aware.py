@@ -40,6 +40,7 @@ SPEC = RouterSpec(
            "src/main.rs:177-195",
     defaults="cache_threshold=0.3,balance_abs_threshold=64,balance_rel_threshold=1.5,"
              "eviction_interval_secs=120.0,max_tree_size=33554432",
+    needs_block_size="it sizes its tree in tokens",
 )
 
 #: characters of the tree's key per token (``cache_routing::TOKEN_WIDTH``)
@@ -192,7 +193,4 @@ def check(params: dict) -> None:
 
 
 def make(replicas: int, params: dict, ctx: FleetContext) -> Router:
-    if ctx.block_size <= 0:
-        raise ShadowError("router cache_aware sizes its tree in tokens: it needs the trace's "
-                          "block size, which the header does not give")
     return CacheAware(replicas, params, ctx.block_size)

@@ -35,6 +35,7 @@ SPEC = RouterSpec(
     defaults="overlap_score_credit=1.0,overlap_score_credit_decay=0.0,prefill_load_scale=1.0,"
              "decode_active_request_weight=0.0,temperature=0.0,lag=0.0,seed=0",
     reads_caches=True,
+    needs_block_size="it counts blocks of tokens",
 )
 
 
@@ -106,7 +107,4 @@ def check(params: dict) -> None:
 
 
 def make(replicas: int, params: dict, ctx: FleetContext) -> Router:
-    if ctx.block_size <= 0:
-        raise ShadowError("router dynamo counts blocks of tokens: it needs the trace's block "
-                          "size, which the header does not give")
     return Dynamo(replicas, params, ctx.block_size)

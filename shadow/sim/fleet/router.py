@@ -17,6 +17,7 @@ gets each replica's resident prefix through the view; the driver then runs one f
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Protocol
@@ -24,7 +25,7 @@ from typing import Protocol
 import numpy as np
 
 from shadow.errors import ShadowError
-from shadow.sim.params import ParamValue, parse_params
+from shadow.sim.params import ParamValue, check_name_list, parse_params, split_named_params
 
 #: Router name -> module, in ``--list-routers`` order.
 ROUTERS: dict[str, str] = {
@@ -58,6 +59,8 @@ class RouterSpec:
     reads_caches: bool = False
     #: decisions read in-flight load, which only a time model gives (refused under serial timing)
     needs_load: bool = False
+    #: why it needs the trace's block size in tokens ('' if it does not; refused without one)
+    needs_block_size: str = ""
 
     def __post_init__(self) -> None:
         if not self.description or not self.source:
@@ -232,28 +235,26 @@ def parse_router(text: str, params_text: str | None = None) -> RouterChoice:
     return RouterChoice(name, params, given)
 
 
-def parse_router_list(text: str, router_params: tuple[str, ...] = ()) -> list[RouterChoice]:
+def router_texts(text: str, router_params: Iterable[str] = ()) -> list[str]:
     """``--router R[,R...]`` with ``--router-params`` (``k=v,...`` for every router, or
-    ``router:k=v,...`` for one) as a list of :class:`RouterChoice`."""
+    ``router:k=v,...`` for one; :func:`shadow.sim.params.split_named_params`, as
+    ``--algo-params``) as one ``name`` or ``name:k=v,...`` text per router, in order; the
+    parameters are checked when each text is parsed (:func:`parse_router`)."""
     names = [n.strip().lower() for n in text.split(",") if n.strip()]
-    if not names:
-        raise ShadowError("--router is empty")
-    if len(set(names)) != len(names):
-        raise ShadowError("--router lists a router twice")
+    check_name_list(names, option="--router", what="router")
     for n in names:
-        router_spec(n)
-    extra: dict[str, list[str]] = {n: [] for n in names}
-    for value in router_params:
-        head, sep, rest = value.partition(":")
-        if sep and head.strip().lower() in ROUTERS:
-            key = head.strip().lower()
-            if key not in extra:
-                raise ShadowError(f"--router-params {value!r}: {key} is not in --router")
-            extra[key].append(rest)
-        else:
-            for n in names:
-                extra[n].append(value)
-    return [parse_router(n, ",".join(p for p in extra[n] if p.strip())) for n in names]
+        if ":" in n or "=" in n:
+            raise ShadowError(f"--router {n!r}: --router names routers (R[,R...]); their "
+                              f"parameters go to --router-params R:k=v,...")
+        _module(n)                          # NOTE: an unknown router: its one-line error now
+    extra = split_named_params(router_params, names, ROUTERS, option="--router-params",
+                               listing="--router")
+    return [f"{n}:{extra[n]}" if extra[n] else n for n in names]
+
+
+def parse_router_list(text: str, router_params: Iterable[str] = ()) -> list[RouterChoice]:
+    """:func:`router_texts`, each parsed."""
+    return [parse_router(t) for t in router_texts(text, router_params)]
 
 
 def check_replicas(n: int, where: str = "--replicas") -> int:

@@ -32,8 +32,8 @@ import numpy as np
 
 from shadow.errors import ShadowError
 from shadow.sim.fleet.router import FleetContext, Query, Router, RouterChoice, default_names
-from shadow.sim.registry import policy_info
 from shadow.sim.core.results import CacheSpec, Result
+from shadow.sim.core.simulator import policy_notes
 from shadow.trace.batch import Batch
 
 #: Block entries per batch when a replica's share is fed to its simulator.
@@ -260,6 +260,8 @@ class FleetResult:
     peak_running: list[int]
     index_peak: int
     names: list[str] = field(default_factory=list)
+    #: what the replicas' policies said the trace lacked (``trace_notes``), each line once
+    notes: list[str] = field(default_factory=list)
 
     @property
     def spec(self) -> CacheSpec:
@@ -313,36 +315,21 @@ class FleetSetup:
 
 def _check_records(choice: RouterChoice, router: Router, setup: FleetSetup, rec: np.ndarray,
                    first: int) -> None:
-    """What the router needs of the requests ``rec`` (file indices from ``first``)."""
+    """What the router needs of the requests ``rec`` (file indices from ``first``): a time on
+    each, for a router that keeps a clock (the header cannot say whether every request has
+    one; the run's own checks are :class:`shadow.sim.run.RunSpec`'s)."""
     why = router.needs_clock()
     if why and rec.shape[0]:
         bad = np.flatnonzero(arrival_seconds(rec) < 0)
         if bad.shape[0]:
             raise ShadowError(f"{setup.path}: request {first + int(bad[0])} has no time, and "
                               f"router {choice.label} needs one: {why}")
-    if choice.name == "recorded" and "replica" not in (rec.dtype.names or ()):
-        raise ShadowError(f"{setup.path}: router recorded needs a merged recording (the replica "
-                          f"of each request), which this trace is not")
 
 
-def _check(choice: RouterChoice, router: Router, setup: FleetSetup, ft: FleetTrace | None,
-           replicas: int, specs: list[CacheSpec]) -> None:
-    spec = choice.spec
-    label = choice.label
-    if spec.needs_load and setup.timing == "serial":
-        raise ShadowError(f"router {label} routes by load, which a time model gives: "
-                          f"--timing recorded or model (serial timing has nothing in flight)")
-    if ft is not None:
-        _check_records(choice, router, setup, ft.rec, 0)
-    if replicas > 1:
-        oracles = sorted({s.policy for s in specs if policy_info(s.policy).needs_next_access})
-        if oracles:
-            raise ShadowError(f"{', '.join(oracles)} (an oracle) cannot run in a fleet of "
-                              f"{replicas}: its next-access times follow the whole trace, not "
-                              f"one replica's share")
-        if setup.sim_kwargs.get("dump_holes_dir") is not None:
-            raise ShadowError("--dump-holes names its files by cache alone: it runs with one "
-                              "replica only")
+def streams(choice: RouterChoice, timing: str) -> bool:
+    """Whether a fleet behind ``choice`` streams the trace batch by batch (a router that reads no
+    cache, serial timing) rather than loading it whole."""
+    return timing == "serial" and not choice.spec.reads_caches
 
 
 def run_fleet(specs: list[CacheSpec], tr, replicas: int, choice: RouterChoice,
@@ -351,18 +338,20 @@ def run_fleet(specs: list[CacheSpec], tr, replicas: int, choice: RouterChoice,
     """Every cache of ``specs`` as a fleet of ``replicas`` behind ``choice``; one
     :class:`FleetResult` per cache, in ``specs`` order.  ``tr`` is an open trace, or a
     :class:`FleetTrace` already loaded.  A router that reads no cache, under serial timing,
-    streams the trace batch by batch; anything else loads it whole first."""
+    streams the trace batch by batch; anything else loads it whole first.
+
+    The run's settings are checked by :class:`shadow.sim.run.RunSpec` (its ``_check_fleet`` and
+    ``bind``); :func:`shadow.sim.run.run` is the entry that makes them, this driver only refuses
+    what a request lacks (a time, a recorded replica)."""
     names = list(setup.names) if setup.names else default_names(replicas)
     header = tr.header
     block_size = int(getattr(header, "block_size_tokens", 0) or 0)
     ctx = FleetContext(tuple(names), block_size)
     probe = choice.make(replicas, ctx)
-    if (not isinstance(tr, FleetTrace) and setup.timing == "serial"
-            and not choice.spec.reads_caches):
-        _check(choice, probe, setup, None, replicas, specs)
+    if streams(choice, setup.timing) and not isinstance(tr, FleetTrace):
         return _run_stream(specs, tr, replicas, choice, probe, setup, names, progress)
     ft = tr if isinstance(tr, FleetTrace) else load_trace(tr)
-    _check(choice, probe, setup, ft, replicas, specs)
+    _check_records(choice, probe, setup, ft.rec, 0)
     if choice.spec.reads_caches:
         out = []
         for k, spec in enumerate(specs):
@@ -480,11 +469,6 @@ def _run_stream(specs, tr, replicas, choice, router, setup, names, progress
     fed = [0, 0]
     try:
         if replicas == 1 and sims[0].needs_next_access:
-            if not tr.header.has_next_access:
-                oracles = sorted({s.policy for s in specs
-                                  if policy_info(s.policy).needs_next_access})
-                raise ShadowError(f"{setup.path}: the trace has no next-access times, which "
-                                  f"{', '.join(oracles)} need (convert it with `shadow convert`)")
             attach_next_access(sims[0], tr)
         B = int(getattr(tr.header, "block_size_tokens", 0) or 0)
         for batch in prefetched(tr):
@@ -531,11 +515,12 @@ def _run_stream(specs, tr, replicas, choice, router, setup, names, progress
         s.close()
     per_replica = [s.results() for s in sims]
     peak = [int(c > 0) for c in reqs]
+    notes = policy_notes(sims)
     out = []
     for k, _ in enumerate(specs):
         parts = [per_replica[r][k] for r in range(replicas)]
         out.append(FleetResult(sum_results(parts, names), parts, choice.label, reqs, toks, peak,
-                               index_peak, names))
+                               index_peak, names, notes))
     return out
 
 
@@ -580,6 +565,7 @@ def _run_blind(specs, ft, replicas, choice, router, setup, names, progress) -> l
     assign, index_peak = _route_blind(ft, router, sched, load, tokens)
     shares = _shares(ft, assign, replicas)
     per_replica: list[list[Result]] = []
+    notes: list[str] = []
     fed = [0, 0]
     for idx in shares:
         sim = Simulator(specs, **setup.sim_kwargs)
@@ -594,6 +580,9 @@ def _run_blind(specs, ft, replicas, choice, router, setup, names, progress) -> l
             cols["complete_time_us"] = sched.done[idx]
             run_trace_recorded(sim, (cols, off, ids), setup.path, ft.block_size)
         per_replica.append(sim.results())
+        for line in policy_notes([sim]):
+            if line not in notes:
+                notes.append(line)
         fed[0] += int(off[-1])
         fed[1] += int(idx.shape[0])
         if progress is not None:
@@ -604,7 +593,7 @@ def _run_blind(specs, ft, replicas, choice, router, setup, names, progress) -> l
     for k, _ in enumerate(specs):
         parts = [per_replica[r][k] for r in range(replicas)]
         out.append(FleetResult(sum_results(parts, names), parts, choice.label, reqs, ptoks,
-                               list(load.peak_running), index_peak, names))
+                               list(load.peak_running), index_peak, names, notes))
     return out
 
 
@@ -662,6 +651,9 @@ def _run_reading(spec: CacheSpec, ft: FleetTrace, replicas: int, choice: RouterC
     """A router that reads the caches: one fleet of single-cache simulators for ``spec``."""
     from shadow.sim.core.simulator import Simulator
 
+    if replicas == 1:
+        ft = _oracle_times(ft, spec)
+
     sims = [Simulator([spec], **setup.sim_kwargs) for _ in range(replicas)]
     try:
         sched = Schedule(setup.timing, setup.service, ft, replicas, setup.path, choice.label)
@@ -682,7 +674,27 @@ def _run_reading(spec: CacheSpec, ft: FleetTrace, replicas: int, choice: RouterC
     shares = _shares(ft, assign, replicas)
     return FleetResult(sum_results(parts, names), parts, choice.label,
                        [int(s.shape[0]) for s in shares], [int(tokens[s].sum()) for s in shares],
-                       list(load.peak_running), index_peak, names)
+                       list(load.peak_running), index_peak, names, policy_notes(sims))
+
+
+def _oracle_times(ft: FleetTrace, spec: CacheSpec) -> FleetTrace:
+    """``ft`` with the next-access times an oracle ``spec`` reads as ``shadow simulate`` gives
+    them (:func:`shadow.sim.core.oracle.attach_next_access`: recomputed without the requests
+    its capacity skips), so one replica gives the single cache's figures; ``ft`` itself for any
+    other policy or when the cache skips nothing.  (An oracle runs in a fleet of one only.)"""
+    from shadow.sim.core.oracle import recompute_next_access
+    from shadow.sim.registry import policy_info
+
+    if not policy_info(spec.policy).needs_next_access or ft.n == 0:
+        return ft
+    src = recompute_next_access([Batch(ft.rec, ft.off, ft.ids, ft.nxt)], [spec.capacity],
+                                n_entries=int(ft.off[-1]))
+    try:
+        nxt = src.array(spec.capacity)
+    finally:
+        src.close()
+    return ft if nxt is None else FleetTrace(ft.rec, ft.off, ft.ids, nxt, ft.header,
+                                             ft.block_size)
 
 
 def _request_arrays(sim, ft: FleetTrace):
@@ -792,15 +804,6 @@ def _serve_timed(ft, sims, router, view, sched, load, setup) -> tuple[np.ndarray
     from shadow.sim.timing.run import live_counts
 
     B = ft.block_size
-    if B < 1:
-        raise ShadowError(f"{setup.path}: --timing {setup.timing} needs the block size in "
-                          f"tokens, which the trace's header does not give")
-    oracles = [s.specs[0].policy for s in sims[:1]
-               if policy_info(s.specs[0].policy).needs_next_access]
-    if oracles:
-        raise ShadowError(f"--timing {setup.timing} cannot run {oracles[0]}: an oracle's "
-                          f"next-access times follow the file's order, not the "
-                          f"{setup.timing} times")
     n = ft.n
     pb = prompt_blocks(ft)
     ts = arrival_seconds(ft.rec)
@@ -865,3 +868,45 @@ def _serve_timed(ft, sims, router, view, sched, load, setup) -> tuple[np.ndarray
     load.advance(np.iinfo(np.int64).max)
     return assign, index_peak
 
+
+
+def replica_names(header, replicas: int) -> list[str]:
+    """The replicas' names: a merged recording's (``header.replica_names``) when it names as
+    many replicas as the fleet has, else ``r0`` .. ``r{N-1}``."""
+    names = list(getattr(header, "replica_names", None) or ())
+    return names if len(names) == replicas else default_names(replicas)
+
+
+def run_routers(spec, tr, progress: Callable[[int, int], None] | None = None
+                ) -> list[FleetResult]:
+    """Every router of the bound run ``spec`` (:class:`shadow.sim.run.RunSpec`) over the open
+    trace ``tr``: one :class:`FleetResult` per (router, cache), routers outer, caches in
+    ``spec.caches`` order.  A router that streams reads ``tr`` again; the others share one
+    loaded copy.  ``progress(accesses, requests)`` counts on over the routers."""
+    names = replica_names(tr.header, spec.replicas)
+    setup = FleetSetup(spec.simulator_kwargs(), timing=spec.timing, service=spec.service,
+                       path=str(tr.path), names=names)
+    loaded: FleetTrace | None = None
+    done = [0, 0]
+    out: list[FleetResult] = []
+    for choice in spec.router_choices:
+        base = tuple(done)
+
+        def step(accesses: int, requests: int, base=base) -> None:
+            done[0], done[1] = base[0] + accesses, base[1] + requests
+            progress(done[0], done[1])
+
+        if streams(choice, spec.timing):
+            src = tr
+        else:
+            loaded = loaded if loaded is not None else load_trace(tr)
+            src = loaded
+        out.extend(run_fleet(list(spec.caches), src, spec.replicas, choice, setup,
+                             step if progress is not None else None))
+        if loaded is not None and src is loaded:
+            # NOTE: a loaded run reports as it goes only where each replica serves its share
+            # (blind routers); the count moves on by the whole trace either way
+            done[0], done[1] = base[0] + int(loaded.off[-1]), base[1] + loaded.n
+            if progress is not None:
+                progress(done[0], done[1])
+    return out

@@ -4,18 +4,14 @@ size 16) and its arrays in memory."""
 from __future__ import annotations
 
 import pytest
-from click.testing import CliRunner
 
-from shadow.cli import cli
+from tests.sim._traces import synth
 
 
 @pytest.fixture(scope="session")
 def synth_small(tmp_path_factory) -> str:
-    path = tmp_path_factory.mktemp("fleet") / "synth.lcp"
-    res = CliRunner().invoke(cli, ["synth", "--sessions", "60", "--rate", "4", "--seed", "3",
-                                    str(path)])
-    assert res.exit_code == 0, res.output
-    return str(path)
+    return synth(tmp_path_factory.mktemp("fleet") / "synth.lcp", "--sessions", "60", "--rate",
+                 "4", "--seed", "3")
 
 
 @pytest.fixture(scope="session")

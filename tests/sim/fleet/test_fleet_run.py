@@ -9,7 +9,7 @@ import pytest
 
 from shadow.errors import ShadowError
 from shadow.sim.fleet import probe_ref
-from shadow.sim.fleet.router import FleetContext, parse_router
+from shadow.sim.fleet.router import parse_router
 from shadow.sim.fleet.run import FleetSetup, _sub, prompt_blocks, run_fleet
 from shadow.sim.core.results import CacheSpec
 from shadow.sim.timing.service import parse_service
@@ -105,15 +105,10 @@ def test_load_tracks_the_schedule():
     assert load.in_flight(0) == 0 and load.prefill_tokens(0) == 0
 
 
-def test_refusals(synth_small, synth_ft, tmp_path):
+def test_refusals_of_what_a_request_lacks(synth_small, synth_ft):
+    """The driver's own refusals: what one request lacks (the run's settings are RunSpec's:
+    tests/sim/test_run.py)."""
     ft = synth_ft
-    with pytest.raises(ShadowError, match="routes by load, which a time model gives"):
-        run_fleet(SPECS, ft, 2, parse_router("least_load"), _setup(synth_small, ft))
-    with pytest.raises(ShadowError, match="belady .an oracle. cannot run in a fleet of 2"):
-        run_fleet([CacheSpec("belady", 100)], ft, 2, parse_router("random"),
-                  _setup(synth_small, ft))
-    with pytest.raises(ShadowError, match="router recorded needs a merged recording"):
-        run_fleet(SPECS, ft, 2, parse_router("recorded"), _setup(synth_small, ft))
     timeless = type(ft)(ft.rec.copy(), ft.off, ft.ids, ft.nxt, ft.header, ft.block_size)
     timeless.rec["start_time_us"] = -1
     timeless.rec["complete_time_us"] = -1
@@ -124,9 +119,32 @@ def test_refusals(synth_small, synth_ft, tmp_path):
     with pytest.raises(ShadowError, match="no arrival time"):
         run_fleet(SPECS, timeless, 2, parse_router("round_robin"),
                   _setup(synth_small, ft, "model", parse_service(None)))
-    nob = type(ft)(ft.rec, ft.off, ft.ids, ft.nxt, ft.header, 0)
-    with pytest.raises(ShadowError, match="needs the trace's block size"):
-        parse_router("dynamo").make(2, FleetContext(("a", "b"), nob.block_size))
+
+
+@pytest.mark.parametrize("timing", ["serial", "model"])
+def test_run_drives_every_router_as_the_driver_does(synth_small, synth_ft, timing):
+    """``run()`` of a spec with routers: one fleet per (router, cache), routers outer, each the
+    driver's figures; the RESULT lines are the totals' with the fleet keys appended."""
+    from shadow.sim.run import RunSpec, run
+
+    routers = "round_robin,kv_aware" + (",least_load" if timing == "model" else "")
+    spec = RunSpec.from_options(SPECS, timing=timing, threads=1, trace_name=synth_small,
+                                replicas=3, router=routers,
+                                router_params=["kv_aware:speculative=false"])
+    seen = []
+    with spec.open_trace(synth_small) as tr:
+        got = run(spec, tr, progress=lambda a, r: seen.append((a, r)))
+    choices = spec.router_choices
+    assert [f.router for f in got.fleet] == [c.label for c in choices for _ in SPECS]
+    assert [r is f.total for r, f in zip(got.caches, got.fleet)] == [True] * len(got.fleet)
+    service = parse_service(None) if timing == "model" else None
+    for k, choice in enumerate(choices):
+        want = run_fleet(SPECS, synth_ft, 3, choice, _setup(synth_small, synth_ft, timing, service))
+        mine = got.fleet[k * len(SPECS):(k + 1) * len(SPECS)]
+        assert [f.result_line() for f in mine] == [f.result_line() for f in want]
+    assert got.lines() == [f.result_line() for f in got.fleet]
+    assert seen == sorted(seen) and seen[-1] == (len(choices) * int(synth_ft.off[-1]),
+                                                 len(choices) * synth_ft.n)
 
 
 def test_fake_view_prefix_matches_probe_rule():
