@@ -49,6 +49,7 @@ def _untraced(line: str) -> dict[str, str]:
     return keys
 
 
+@pytest.mark.slow
 def test_fleet_cells_are_simulate_lines(synth_trace, fleet_sweep):
     out, _, first = fleet_sweep
     assert first.startswith("16 cells: 0 already done, 16 run, 0 failed")
@@ -71,6 +72,7 @@ def test_fleet_cells_are_simulate_lines(synth_trace, fleet_sweep):
         assert (int(r["router_index_peak_blocks"]) > 0) == r["router"].startswith("kv_aware")
 
 
+@pytest.mark.slow
 def test_a_second_run_resumes_every_fleet_cell(fleet_sweep):
     out, args, _ = fleet_sweep
     before = (out / "results.csv").read_bytes()
@@ -78,6 +80,7 @@ def test_a_second_run_resumes_every_fleet_cell(fleet_sweep):
     assert (out / "results.csv").read_bytes() == before
 
 
+@pytest.mark.slow
 def test_plot_draws_the_routers_side_by_side(fleet_sweep, tmp_path):
     out, _, _ = fleet_sweep
     paths = plot_sweep(out / "results.csv", tmp_path / "plots", dpi=50)
