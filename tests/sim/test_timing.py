@@ -271,7 +271,7 @@ def test_model_timing_equals_recorded_on_the_modelled_times(tmp_path):
     ("speed=3", r"--service: unknown parameter 'speed=3'"),
     ("decode=3,decode=4", r"--service: decode given twice"),
     ("fit:/nonexistent/report.json", r"--service fit:/nonexistent/report.json: cannot read"),
-    ("fit:{bad},decode=2", r"the fitted prefill model needs finite a, b, d >= 0"),
+    ("fit:{bad},decode=2", r"the fitted prefill model has a negative or non-finite term"),
     ("fit:{none}", r"the report has no fitted prefill model"),
     ("fit:{bad},prefill=100", r"prefill and fit: both set the prefill speed"),
 ], 6))

@@ -36,14 +36,14 @@ d*u*(c + u/2)`` (:mod:`replay.prefill`) gives the block at ``p`` (``u = B`` new 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
 from shadow.errors import ShadowError
-from shadow.sim.cost.modelcfg import ModelConfig, read_json_object, read_model_config
+from shadow.sim.cost.modelcfg import ModelConfig, read_model_config
+from shadow.sim.cost.report import read_prefill_fit
 
 #: vLLM's default KV block size (tokens), the block size of ``model:CONFIG`` without one.
 DEFAULT_BLOCK = 16
@@ -175,23 +175,12 @@ def model_cost_fn(arg: str) -> tuple[str, Callable[[int], np.ndarray]]:
 def fit_coefficients(arg: str) -> tuple[float, float]:
     """``REPORT[,BLOCK]`` of ``fit:``: ``(A, B)`` in microseconds of ``cost(p) = A + B*p``."""
     path, block = _split_block(arg, f"fit:{arg}")
-    rep = read_json_object(path, f"cost model fit:{path}")
-    model = rep.get("prefill_model")
-    if not isinstance(model, dict) or not isinstance(model.get("coef"), list) or \
-            not model["coef"]:
-        raise ShadowError(f"cost model fit:{path}: the report has no fitted prefill model "
-                          f"(too few measured requests)")
-    coef = [float(x) for x in model["coef"]] + [0.0, 0.0]
-    b, d = coef[1], coef[2]
+    fit = read_prefill_fit(path, f"cost model fit:{path}", overhead=False)
     if block is None:
-        bs = rep.get("block_size")
-        if not isinstance(bs, int) or isinstance(bs, bool) or bs < 1:
+        if fit.block_size is None:
             raise ShadowError(f"cost model fit:{path}: the report has no engine block size; "
                               f"give one: fit:{path},16")
-        block = bs
-    if not (math.isfinite(b) and math.isfinite(d)) or b < 0 or d < 0:
-        raise ShadowError(f"cost model fit:{path}: the fitted prefill model has a negative or "
-                          f"non-finite term (b={b:.3g} s/token, d={d:.3g} s/token^2): refit it "
-                          f"with more requests")
+        block = fit.block_size
+    b, d = fit.b, fit.d
     us = 1e6
     return (b * block + d * block * block / 2) * us, d * block * block * us

@@ -32,13 +32,13 @@ token budget per step.
 from __future__ import annotations
 
 import heapq
-import json
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from shadow.errors import ShadowError
+from shadow.sim.cost.report import read_prefill_fit
 
 #: ``--service``'s defaults, as its parameters are spelled.
 SERVICE_DEFAULTS = "prefill=8000,decode=40,concurrency=64"
@@ -94,27 +94,6 @@ def _positive(key: str, value: str, *, integer: bool = False) -> float:
     return v
 
 
-def _fit(path: str) -> tuple[float, float, float]:
-    """(a, b, d) of the prefill model in replay's ``report.json`` at ``path``."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            rep = json.load(f)
-    except (OSError, ValueError) as exc:
-        raise ShadowError(f"--service fit:{path}: cannot read the report "
-                          f"({getattr(exc, 'strerror', None) or exc})") from None
-    model = rep.get("prefill_model") if isinstance(rep, dict) else None
-    coef = model.get("coef") if isinstance(model, dict) else None
-    if not isinstance(coef, list) or not coef or not all(
-            isinstance(c, (int, float)) and not isinstance(c, bool) for c in coef):
-        raise ShadowError(f"--service fit:{path}: the report has no fitted prefill model")
-    a, b, d = ([float(c) for c in coef] + [0.0, 0.0])[:3]
-    if len(coef) < 2 or not all(math.isfinite(x) and x >= 0 for x in (a, b, d)) or b == 0:
-        raise ShadowError(f"--service fit:{path}: the fitted prefill model needs finite "
-                          f"a, b, d >= 0 and b > 0 (a={a:.3g} s, b={b:.3g} s/token, "
-                          f"d={d:.3g} s/token^2): refit it with more requests")
-    return a, b, d
-
-
 def parse_service(spec: str | None) -> ServiceModel:
     """``--service``'s value (module docstring) as a :class:`ServiceModel`; a bad one is a
     :class:`ShadowError` naming the parameter."""
@@ -146,6 +125,6 @@ def parse_service(spec: str | None) -> ServiceModel:
     if "concurrency" in kv:
         m["concurrency"] = int(_positive("concurrency", kv["concurrency"], integer=True))
     if fit is not None:
-        a, b, d = _fit(fit)
-        m.update(a=a, prefill=1.0 / b, d=d)
+        f = read_prefill_fit(fit, f"--service fit:{fit}", overhead=True)
+        m.update(a=f.a, prefill=1.0 / f.b, d=f.d)
     return ServiceModel(**m)
