@@ -60,3 +60,29 @@ def test_the_documented_imports_still_work():
 def test_an_unknown_name_is_still_missing():
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module("shadow.sim.no_such_module")
+
+
+def test_the_old_timing_module_names_read_from_the_package_warning_once():
+    # shadow.sim.timing was a module before it was a package: its names read from the package
+    from shadow.sim.timing import MOVED_NAMES
+    code = ("import warnings, shadow.sim.timing as t\n"
+            "warnings.simplefilter('always')\n"
+            "for name in t.MOVED_NAMES:\n"
+            "    with warnings.catch_warnings(record=True) as w:\n"
+            "        a = getattr(t, name)\n"
+            "        exec(f'from shadow.sim.timing import {name} as b')\n"
+            "        import shadow.sim.timing.run, shadow.sim.timing.service\n"
+            "    assert a is b is getattr(shadow.sim.timing.run, name), name\n"
+            "    dep = [str(x.message) for x in w if issubclass(x.category, DeprecationWarning)]\n"
+            "    assert dep == [f'shadow.sim.timing.{name} is now shadow.sim.timing.run.{name}; '\n"
+            "                   f'import it from there'], dep\n"
+            "try:\n"
+            "    from shadow.sim.timing import no_such_name\n"
+            "except ImportError:\n"
+            "    pass\n"
+            "else:\n"
+            "    raise AssertionError('an unknown name imported')\n")
+    # NOTE: a fresh interpreter: each name warns on its first read in a process only
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "run_trace_recorded" in MOVED_NAMES
