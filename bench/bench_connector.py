@@ -17,6 +17,8 @@ Measures (writes bench/out/bench_connector.json; figures go to docs/performance.
            up front, then drained by the worker thread; rounds alternate between one
            ``serve_live`` call per event (the old per-request pattern) and batches of up to
            ``BATCH_MAX`` events, and must give the same counters.  Target: >= 1M block lookups/s.
+* worker-mrc  (``--only worker-mrc``) batched rounds without and with the sampled miss-ratio
+           curve (``mrc``), alternating: its worker CPU per request.
 * worker-ab  (``--only worker-ab --trees BASE TREE...``) the same batched rounds, without and
            with two offload tiers, in each built source tree (its own process, PYTHONPATH),
            interleaved; every tree must give the same counters.  Reports the median per-round
@@ -258,6 +260,32 @@ def bench_worker_tiers(max_requests: int, repeats: int = 3) -> dict:
            "cpu_s_with": best[1], "cpu_ratio": round(best[1] / best[0], 3),
            "tier_us_per_request": round((best[1] - best[0]) / len(reqs) * 1e6, 1)}
     print("worker-tiers", {k: v for k, v in res.items() if k != "rounds"}, flush=True)
+    return res
+
+
+def bench_worker_mrc(max_requests: int, repeats: int = 5) -> dict:
+    """Batched worker rounds without and with the sampled miss-ratio curve (``mrc``: off, and
+    the default 16,384 tracked ids), alternating, on the same requests: what the curve costs the
+    worker per request (its CPU seconds over every thread)."""
+    from shadow.connector.worker import BATCH_MAX
+
+    reqs = _worker_requests(max_requests)
+    rounds = []
+    for _ in range(repeats):
+        for on in (False, True):
+            r = worker_round(reqs, BATCH_MAX, {"mrc": on})
+            r["mrc"] = on
+            print("worker-mrc", r, flush=True)
+            rounds.append(r)
+    assert len({r["counters"] for r in rounds}) == 1, "the curve changed a cache's counter"
+    med = [statistics.median(r["cpu_s"] for r in rounds if r["mrc"] == on)
+           for on in (False, True)]
+    res = {"rounds": [{k: v for k, v in r.items() if k not in ("counters", "outcome")}
+                      for r in rounds],
+           "requests": len(reqs), "cpu_s_without": med[0], "cpu_s_with": med[1],
+           "cpu_ratio": round(med[1] / med[0], 3),
+           "mrc_us_per_request": round((med[1] - med[0]) / len(reqs) * 1e6, 2)}
+    print("worker-mrc", {k: v for k, v in res.items() if k != "rounds"}, flush=True)
     return res
 
 
@@ -561,7 +589,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer requests (a smoke run)")
     ap.add_argument("--only", default=None, metavar="PARTS",
                     help="comma-separated: hooks, worker, engine, concurrency (default: all), "
-                         "worker-tiers, worker-ab (only when named)")
+                         "worker-tiers, worker-mrc, worker-ab (only when named)")
     ap.add_argument("--engine-server", choices=["on", "off"], default=None, help=argparse.SUPPRESS)
     ap.add_argument("--worker-server", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--rounds", type=int, default=5, help="worker-ab: rounds (default 5)")
@@ -584,7 +612,8 @@ def main() -> None:
     if a.worker_server:
         worker_server(a.requests)
         return
-    parts = {"hooks", "worker", "worker-tiers", "worker-ab", "engine", "concurrency"}
+    parts = {"hooks", "worker", "worker-tiers", "worker-mrc", "worker-ab", "engine",
+             "concurrency"}
     only = parts if a.only is None else set(a.only.split(","))
     if not only <= parts:
         ap.error(f"--only: unknown part(s) {','.join(sorted(only - parts))}")
@@ -593,6 +622,8 @@ def main() -> None:
         res["worker"] = bench_worker(1000 if a.quick else 4000)
     if "worker-tiers" in only and a.only is not None:
         res["worker-tiers"] = bench_worker_tiers(1000 if a.quick else 4000)
+    if "worker-mrc" in only and a.only is not None:
+        res["worker-mrc"] = bench_worker_mrc(1000 if a.quick else 4000)
     if "worker-ab" in only and a.only is not None:
         if not a.trees or len(a.trees) < 2:
             ap.error("worker-ab: --trees needs a baseline tree and at least one more")

@@ -299,6 +299,37 @@ def build() -> dict[str, Any]:
         "percentunit", 12, y))
     y += 8
 
+    panels.append(row("How big should the cache be (sampled miss-ratio curve)", y))
+    y += 1
+    legend_frac = "{{capacity_fraction}} x engine capacity ({{deployment}} e{{engine}})"
+    curve = bars(
+        "Hit ratio against capacity (sampled curve, now)",
+        "The engine's lookups (first miss) in an lru-ranked cache of each multiple of the engine's "
+        "capacity, estimated from a sampled miss-ratio curve (SHARDS; docs/mrc.md). The bar at 1 "
+        "(marked) is the engine's own size; the engine's measured ratio over the range is beside "
+        "it.",
+        [target(f"max by ({ENGINE_BY}, capacity_fraction) "
+                f"(shadow_mrc_hit_ratio{{{ENGINE_SEL}}})", legend_frac, "A", instant=True),
+         target(f"({increase('vllm:prefix_cache_hits_total', ENGINE_SEL, ENGINE_BY)}"
+                f" / {increase('vllm:prefix_cache_queries_total', ENGINE_SEL, ENGINE_BY)})",
+                "engine's own ratio ({{deployment}} e{{engine}})", "B", instant=True)],
+        "percentunit", 0, y)
+    curve["fieldConfig"]["overrides"] = [
+        {"matcher": {"id": "byRegexp", "options": "^1 x engine capacity.*"},
+         "properties": [{"id": "color", "value": {"mode": "fixed", "fixedColor": "red"}}]}]
+    panels.append(curve)
+    panels.append(timeseries(
+        "Capacity for a share of the reachable hits",
+        "Per target share of an infinite cache's hit ratio, the smallest capacity (blocks) that "
+        "reaches it, from the sampled curve; the engine's own capacity for comparison (+Inf: more "
+        "than 16 x the engine's).",
+        [target(f"max by ({ENGINE_BY}, target) (shadow_mrc_capacity_blocks{{{ENGINE_SEL}}})",
+                "{{target}} of the reachable hits ({{deployment}} e{{engine}})", "A"),
+         target(f"max by ({ENGINE_BY}) (shadow_engine_capacity_blocks{{{ENGINE_SEL}}})",
+                "engine capacity ({{deployment}} e{{engine}})", "B")],
+        "short", 12, y, h=9))
+    y += 9
+
     panels.append(row("Shadow health", y))
     y += 1
     panels.append(timeseries(

@@ -40,7 +40,7 @@ KNOWN_KEYS = frozenset({
     "segment_max_bytes", "segment_max_seconds", "record_flush_ms", "record_session_window",
     "metrics_port", "metrics_host", "queue_size", "worker_nice", "id_horizon_s",
     "prediction_log_size", "engine_id", "dp_rank", "enabled", "category",
-    "tiers", "tier_caches", "bytes_per_block",
+    "tiers", "tier_caches", "bytes_per_block", "mrc",
 })
 
 #: Which shadow caches the ``tiers`` go behind: ``engine`` (default) the ``vllm`` cache at the
@@ -60,6 +60,15 @@ class PolicySpec:
     @property
     def label(self) -> str:
         return self.name if not self.params else f"{self.name}({self.params})"
+
+
+@dataclass(frozen=True)
+class MrcConfig:
+    """The live sampled miss-ratio curve (``mrc``; shadow.sim.mrc.live): at most ``max_ids``
+    tracked ids (the rate falls as needed), or a fixed ``rate`` (``max_ids`` 0)."""
+
+    max_ids: int = 16384
+    rate: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -94,6 +103,8 @@ class ShadowConfig:
     tier_caches: str = "engine"
     #: bytes of one engine KV block (the engine's KV cache spec, or the ``bytes_per_block`` key)
     bytes_per_block: int | None = None
+    #: the live sampled curve (None: off)
+    mrc: MrcConfig | None = MrcConfig()
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     #: the simulation these keys describe (:meth:`shadow.sim.run.RunSpec.live`): the caches,
     #: the cost model parsed once, pins, category, tiers; what the worker builds from
@@ -398,6 +409,7 @@ def parse_extra_config(extra: dict[str, Any] | None, *, block_size: int, engine_
         tier_chunks=tier_chunks,
         tier_caches=tier_caches,
         bytes_per_block=bytes_per_block,
+        mrc=_mrc(extra.get("mrc", True)),
         extra=extra,
         run=run,
     )
@@ -413,6 +425,29 @@ def parse_extra_config(extra: dict[str, Any] | None, *, block_size: int, engine_
                        f"{n * len(tiers)} tier models, more than {MAX_TIER_PAIRS}: give fewer "
                        f"sizes or tier_caches engine")
     return cfg
+
+
+def _mrc(value: Any) -> MrcConfig | None:
+    """The ``mrc`` key: true (the default: at most 16,384 tracked ids), false (off), or a
+    mapping with one of ``max_ids`` (an integer >= 64) and ``rate`` (a fixed rate in (0, 1])."""
+    if not isinstance(value, Mapping):
+        try:
+            return MrcConfig() if _bool(value, "mrc") else None
+        except ShadowError:
+            raise _err("mrc", f"expected true, false or a mapping with max_ids or rate, got "
+                       f"{value!r}") from None
+    unknown = sorted(set(value) - {"max_ids", "rate"})
+    if unknown:
+        raise _err(f"mrc.{unknown[0]}", "unknown key (known: max_ids, rate)")
+    if "max_ids" in value and "rate" in value:
+        raise _err("mrc", "max_ids and rate both set the sampling: one only")
+    if "rate" in value:
+        rate = _float(value["rate"], "mrc.rate", positive=True)
+        if rate > 1:
+            raise _err("mrc.rate", f"{rate} is not a sampling rate in (0, 1]")
+        return MrcConfig(max_ids=0, rate=rate)
+    return MrcConfig(max_ids=_int(value.get("max_ids", 16384), "mrc.max_ids", lo=64,
+                                  hi=1 << 26))
 
 
 def _tiers(extra: Mapping[str, Any], block_size: int,

@@ -233,6 +233,8 @@ class ShadowPromMetrics(KVConnectorPromMetrics):
         guessed = self._guessed.pop(engine_idx, {})
         reported = set(reported)
         for p in PARTS:
+            if not p.per_cache:
+                continue   # NOTE: the engine's own parts (the sampled curve) are no guess
             for key in guessed.get(p.keys, ()):
                 if p.cache_of(key) in reported:
                     continue

@@ -49,6 +49,8 @@ class Payload:
     TIERS = "t"         # tier key -> counter row (TIER_FIELDS order)
     TIER_OCCUPANCY = "to"   # tier key -> bytes held
     TIER_CAPACITY = "tc"    # tier key -> capacity in bytes
+    MRC_CAPACITY = "mc"     # target share -> capacity in blocks (the sampled curve)
+    MRC_RATIO = "mr"        # capacity fraction -> hit ratio (the sampled curve)
 
 
 # -- labels and keys ---------------------------------------------------------------------------
@@ -73,11 +75,15 @@ def tier_key(key: str, tier_label: str) -> str:
 
 def part_keys(cfg: Any) -> dict[str, tuple[str, ...]]:
     """The keys of a configuration's keyed parts, by Snapshot keys field: its caches
-    (``cfg.caches`` order) and the tiers behind them (caches in that order, tiers inside).
+    (``cfg.caches`` order), the tiers behind them (caches in that order, tiers inside) and the
+    sampled curve's targets and capacity fractions (none when ``mrc`` is off).
     ``cfg``: a ``shadow.connector.config.ShadowConfig``."""
+    from shadow.sim.mrc.live import keys as mrc_keys
+
     caches = tuple(cache_key(p.label, c) for p, c in cfg.caches)
     tiers = tuple(tier_key(caches[i], t.label) for i in cfg.tier_targets for t in cfg.tiers)
-    return {"cache_keys": caches, "tier_keys": tiers}
+    mrc = mrc_keys() if getattr(cfg, "mrc", None) is not None else {k: () for k in mrc_keys()}
+    return {"cache_keys": caches, "tier_keys": tiers, **mrc}
 
 
 def split_key(key: str) -> tuple[str, str]:
@@ -198,8 +204,14 @@ class Part:
         """A key's label values (``labels`` order)."""
         return key.rsplit("|", len(self.labels) - 1)
 
+    @property
+    def per_cache(self) -> bool:
+        """Whether a key names a cache (and a tier): else the part is the engine's own."""
+        return self.labels[:len(CACHE_LABELS)] == CACHE_LABELS
+
     def cache_of(self, key: str) -> str:
-        """The cache key a key of this part belongs to (itself in a part keyed by caches)."""
+        """The cache key a key of this part belongs to (itself in a part keyed by caches);
+        only for a part :attr:`per_cache`."""
         extra = len(self.labels) - len(CACHE_LABELS)
         return key.rsplit("|", extra)[0] if extra else key
 
@@ -227,8 +239,21 @@ TIER_OCCUPANCY = Part(Payload.TIER_OCCUPANCY, "tier_occupancy", "tier_keys", TIE
                       (TIER_OCCUPANCY_SERIES,), state=True, initial=0)
 TIER_CAPACITY = Part(Payload.TIER_CAPACITY, "tier_capacity", "tier_keys", TIER_LABELS,
                      (TIER_CAPACITY_SERIES,), state=True)
+#: The sampled miss-ratio curve's gauges (shadow.sim.mrc.live: one value per target share,
+#: one per capacity fraction), the engine's own parts.
+MRC_CAPACITY_GAUGE = "shadow_mrc_capacity_blocks"
+MRC_RATIO_GAUGE = "shadow_mrc_hit_ratio"
+MRC_CAPACITY = Part(Payload.MRC_CAPACITY, "mrc_capacity", "mrc_targets", ("target",),
+                    (Series(MRC_CAPACITY_GAUGE, "The smallest capacity (blocks) whose estimated "
+                            "hit ratio reaches `target` times an infinite cache's, from the "
+                            "sampled miss-ratio curve of the engine's lookups (+Inf past 16 x "
+                            "the engine's capacity).", gauge=True),), state=True)
+MRC_RATIO = Part(Payload.MRC_RATIO, "mrc_ratio", "mrc_fractions", ("capacity_fraction",),
+                 (Series(MRC_RATIO_GAUGE, "The estimated hit ratio of the engine's lookups in an "
+                         "lru-ranked cache of capacity_fraction x the engine's capacity (1: its "
+                         "own), from the sampled miss-ratio curve.", gauge=True),), state=True)
 #: Every keyed part, in exposition order.
-PARTS = (CACHES, STOPPED, TIERS, TIER_OCCUPANCY, TIER_CAPACITY)
+PARTS = (CACHES, STOPPED, TIERS, TIER_OCCUPANCY, TIER_CAPACITY, MRC_CAPACITY, MRC_RATIO)
 
 
 def exported_series() -> set[str]:
@@ -247,7 +272,7 @@ class Snapshot:
     CACHE_FIELDS order, ``tiers`` rows in TIER_FIELDS order; ``stopped`` is 1 while a cache is
     stopped (it failed: out of memory mid-request, say; its counters freeze and the log says
     why), 0 while it serves (a reset starts every cache afresh); the tier parts are empty
-    without tiers."""
+    without tiers, the curve's without ``mrc``."""
 
     cache_keys: tuple[str, ...]
     caches: tuple[tuple[float, ...], ...]
@@ -258,6 +283,10 @@ class Snapshot:
     tiers: tuple[tuple[float, ...], ...] = ()
     tier_occupancy: tuple[int, ...] = ()
     tier_capacity: tuple[int, ...] = ()
+    mrc_targets: tuple[str, ...] = ()
+    mrc_capacity: tuple[float, ...] = ()
+    mrc_fractions: tuple[str, ...] = ()
+    mrc_ratio: tuple[float, ...] = ()
 
 
 def empty_payload() -> dict[str, Any]:

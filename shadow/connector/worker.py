@@ -162,7 +162,8 @@ def build_caches(cfg: ShadowConfig,
 
     ``vllm`` caches are vLLM's physical pool, duplicates included, driven step by step; every
     other policy runs in one Simulator through its live API; the tiers go behind the caches
-    ``cfg.tier_targets`` names (tier rows: caches in configuration order, tiers inside)."""
+    ``cfg.tier_targets`` names (tier rows: caches in configuration order, tiers inside); the
+    sampled miss-ratio curve (``cfg.mrc``) follows the same events."""
     from shadow.sim import CacheSpec
 
     cost = cfg.run.cost
@@ -190,6 +191,10 @@ def build_caches(cfg: ShadowConfig,
         mine = [t for t in tiers if t.cache in kind.rows]
         if mine:
             kinds[k] = TieredCaches(kind, mine, cfg.block_size, on_error)
+    if cfg.mrc is not None:
+        from shadow.sim.mrc.live import LiveCurve
+
+        kinds.append(LiveCurve(cfg.engine_blocks, max_ids=cfg.mrc.max_ids, rate=cfg.mrc.rate))
     return kinds, pools
 
 

@@ -28,6 +28,16 @@ def test_defaults_need_no_configuration():
     assert len(cfg.caches) == len(cfg.policies) * len(cfg.capacities)
 
 
+def test_the_sampled_curve_is_on_by_default_and_configurable():
+    from shadow.connector.config import MrcConfig
+
+    assert parse(None).mrc == MrcConfig(max_ids=16384, rate=1.0)
+    assert parse({"mrc": False}).mrc is None and parse({"mrc": "off"}).mrc is None
+    assert parse({"mrc": True}).mrc == MrcConfig()
+    assert parse({"mrc": {"max_ids": 4096}}).mrc == MrcConfig(max_ids=4096)
+    assert parse({"mrc": {"rate": "0.01"}}).mrc == MrcConfig(max_ids=0, rate=0.01)
+
+
 def test_capacities_factors_and_absolute_collapse_sorted():
     cfg = parse({"capacity_factors": [1, 0.5], "capacities": [50, 7, "300"]})
     assert cfg.capacities == (7, 50, 100, 300)
@@ -80,6 +90,14 @@ def test_policies_with_parameters(tmp_path):
     ({"record_dir": ""}, "kv_connector_extra_config.record_dir", "directory path"),
     ({"record_session_window": -1}, "kv_connector_extra_config.record_session_window",
      ">= 0"),
+    ({"mrc": "sometimes"}, "kv_connector_extra_config.mrc", "true, false or a mapping"),
+    ({"mrc": [1]}, "kv_connector_extra_config.mrc", "true, false or a mapping"),
+    ({"mrc": {"max_ids": 10}}, "kv_connector_extra_config.mrc.max_ids", ">= 64"),
+    ({"mrc": {"max_ids": "x"}}, "kv_connector_extra_config.mrc.max_ids", "expected an integer"),
+    ({"mrc": {"rate": 0}}, "kv_connector_extra_config.mrc.rate", "> 0"),
+    ({"mrc": {"rate": 1.5}}, "kv_connector_extra_config.mrc.rate", "not a sampling rate"),
+    ({"mrc": {"rate": 0.1, "max_ids": 100}}, "kv_connector_extra_config.mrc", "one only"),
+    ({"mrc": {"seed": 1}}, "kv_connector_extra_config.mrc.seed", "unknown key"),
 ])
 def test_bad_values_name_the_key(extra, where, what):
     with pytest.raises(ShadowError) as ei:

@@ -94,7 +94,10 @@ def test_every_part_names_its_series_and_labels():
             assert s.help and (s.name if s.gauge else s.name + "_total") in names
         key = "|".join(p.labels)
         assert p.split(key) == list(p.labels)
-        assert p.cache_of(key) == "policy|capacity_blocks"
+        if p.per_cache:
+            assert p.cache_of(key) == "policy|capacity_blocks"
+        else:
+            assert p.state and not set(p.labels) & {"policy", "capacity_blocks"}
 
 
 def test_the_parts_are_the_ones_the_live_caches_write():

@@ -51,8 +51,11 @@ TOKEN_COLUMNS = (COUNTERS.index("query_tokens"), COUNTERS.index("prefix_hit_toke
 TIER_COUNTERS = ("hit_tokens", "loaded_bytes", "stored_bytes", "evictions", "store_failures")
 #: What :meth:`LiveCache.counters` writes, one list each, indexed by cache row (``caches``: a
 #: COUNTERS row, ``stopped``: 1 while the cache is stopped) or by tier row (``tiers``: a
-#: TIER_COUNTERS row, ``tier_occupancy`` / ``tier_capacity``: bytes held / bytes).
-PARTS = ("caches", "stopped", "tiers", "tier_occupancy", "tier_capacity")
+#: TIER_COUNTERS row, ``tier_occupancy`` / ``tier_capacity``: bytes held / bytes), or the
+#: sampled miss-ratio curve's values (``mrc_capacity`` per target share, ``mrc_ratio`` per
+#: capacity fraction: shadow.sim.mrc.live).
+PARTS = ("caches", "stopped", "tiers", "tier_occupancy", "tier_capacity", "mrc_capacity",
+         "mrc_ratio")
 
 #: One admission's outcome in one cache: (cache row, first-miss hit blocks, gap-spanning hit
 #: blocks, served).  A cache that skipped the request (too big) counted it unserved.
