@@ -64,7 +64,7 @@ class PolicySpec:
 
 @dataclass(frozen=True)
 class MrcConfig:
-    """The live sampled miss-ratio curve (``mrc``; shadow.sim.mrc.live): at most ``max_ids``
+    """The live sampled miss-ratio curve (``mrc``; shadow.sim.lockstep.curve): at most ``max_ids``
     tracked ids (the rate falls as needed), or a fixed ``rate`` (``max_ids`` 0)."""
 
     max_ids: int = 16384

@@ -78,7 +78,7 @@ def part_keys(cfg: Any) -> dict[str, tuple[str, ...]]:
     (``cfg.caches`` order), the tiers behind them (caches in that order, tiers inside) and the
     sampled curve's targets and capacity fractions (none when ``mrc`` is off).
     ``cfg``: a ``shadow.connector.config.ShadowConfig``."""
-    from shadow.sim.mrc.live import keys as mrc_keys
+    from shadow.sim.lockstep.curve import keys as mrc_keys
 
     caches = tuple(cache_key(p.label, c) for p, c in cfg.caches)
     tiers = tuple(tier_key(caches[i], t.label) for i in cfg.tier_targets for t in cfg.tiers)
@@ -239,7 +239,7 @@ TIER_OCCUPANCY = Part(Payload.TIER_OCCUPANCY, "tier_occupancy", "tier_keys", TIE
                       (TIER_OCCUPANCY_SERIES,), state=True, initial=0)
 TIER_CAPACITY = Part(Payload.TIER_CAPACITY, "tier_capacity", "tier_keys", TIER_LABELS,
                      (TIER_CAPACITY_SERIES,), state=True)
-#: The sampled miss-ratio curve's gauges (shadow.sim.mrc.live: one value per target share,
+#: The sampled miss-ratio curve's gauges (shadow.sim.lockstep.curve: one value per target share,
 #: one per capacity fraction), the engine's own parts.
 MRC_CAPACITY_GAUGE = "shadow_mrc_capacity_blocks"
 MRC_RATIO_GAUGE = "shadow_mrc_hit_ratio"

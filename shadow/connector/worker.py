@@ -192,7 +192,7 @@ def build_caches(cfg: ShadowConfig,
         if mine:
             kinds[k] = TieredCaches(kind, mine, cfg.block_size, on_error)
     if cfg.mrc is not None:
-        from shadow.sim.mrc.live import LiveCurve
+        from shadow.sim.lockstep.curve import LiveCurve
 
         kinds.append(LiveCurve(cfg.engine_blocks, max_ids=cfg.mrc.max_ids, rate=cfg.mrc.rate))
     return kinds, pools

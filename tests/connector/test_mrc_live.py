@@ -40,7 +40,7 @@ def _gauges(m, name: str, label: str) -> dict[str, float]:
 
 
 def test_live_curve_gauges_on_metrics_equal_the_exact_curve_of_the_recording(tmp_path):
-    from shadow.sim.mrc.live import FRACTIONS, TARGETS, label
+    from shadow.sim.lockstep.curve import FRACTIONS, TARGETS, label
     from shadow.sim.mrc.offline import curve_of_trace, curve_spec
     from shadow.trace.segments import list_segments
 

@@ -1,4 +1,4 @@
-"""The live sampled curve as a live cache kind (shadow/sim/mrc/live.py): through the same calls
+"""The live sampled curve as a live cache kind (shadow/sim/lockstep/curve.py): through the same calls
 as every kind, serial traffic gives the exact ``-a vllm --lookup vllm`` curve when every block is
 tracked; re-admissions are moved, not counted; a reset starts afresh; tracked ids are held."""
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from shadow.sim.lockstep.caches import LiveRequest
-from shadow.sim.mrc.live import FRACTIONS, TARGETS, LiveCurve, keys
+from shadow.sim.lockstep.curve import FRACTIONS, TARGETS, LiveCurve, keys
 from shadow.sim.mrc.shards import SampledCurve
 from tests.sim.test_mrc import curve_of
 

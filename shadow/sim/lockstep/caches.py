@@ -53,7 +53,7 @@ TIER_COUNTERS = ("hit_tokens", "loaded_bytes", "stored_bytes", "evictions", "sto
 #: COUNTERS row, ``stopped``: 1 while the cache is stopped) or by tier row (``tiers``: a
 #: TIER_COUNTERS row, ``tier_occupancy`` / ``tier_capacity``: bytes held / bytes), or the
 #: sampled miss-ratio curve's values (``mrc_capacity`` per target share, ``mrc_ratio`` per
-#: capacity fraction: shadow.sim.mrc.live).
+#: capacity fraction: shadow.sim.lockstep.curve).
 PARTS = ("caches", "stopped", "tiers", "tier_occupancy", "tier_capacity", "mrc_capacity",
          "mrc_ratio")
 

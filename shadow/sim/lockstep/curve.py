@@ -1,5 +1,7 @@
 """The live sampled miss-ratio curve: one more live cache kind beside the shadow caches.
 
+(The curve itself is :mod:`shadow.sim.mrc.shards`; this module follows the engine's events.)
+
 :class:`LiveCurve` follows one engine's requests through the same calls as every live cache
 kind (:class:`shadow.sim.lockstep.caches.LiveCache`) and keeps a
 :class:`~shadow.sim.mrc.shards.SampledCurve` of the engine's hit definition: the blocks vLLM looks
