@@ -22,6 +22,8 @@ from shadow.cli_options import (NON_NEGATIVE_INT, POSITIVE_FLOAT, POSITIVE_INT,
                                 trace_option)
 from shadow.errors import ShadowError
 
+from replay.measure import DEFAULT_CACHED, DEFAULT_NEW, Grid, parse_token_list
+
 logger = logging.getLogger("replay")
 
 
@@ -84,6 +86,18 @@ def _engine_options(f):
                    "predict from the engine's own recording with --timing recorded (for a "
                    "concurrent run).")
 @click.option("--no-progress", is_flag=True, help="No progress bar even on a terminal.")
+@click.option("--measure-profile", is_flag=True,
+              help="Instead of a trace: measure a prefill profile (TTFT over a grid of cached and "
+                   "new tokens, one request at a time) and write DIR/profile.jsonl, a "
+                   "--cost-model profile:FILE (docs/replay.md).")
+@click.option("--profile-cached", default=",".join(map(str, DEFAULT_CACHED)), show_default=True,
+              metavar="LIST", help="--measure-profile: cached tokens of the grid (multiples of the "
+                                   "engine's block size; k = 1024).")
+@click.option("--profile-new", default=",".join(map(str, DEFAULT_NEW)), show_default=True,
+              metavar="LIST", help="--measure-profile: new tokens of the grid (the cached-0 row "
+                                   "also gets every cached + new).")
+@click.option("--profile-repeats", type=POSITIVE_INT, default=3, show_default=True,
+              help="--measure-profile: measured repeats per point (after one warm-up).")
 @_engine_options
 @allow_truncated_option()
 @block_id_option()
@@ -95,8 +109,8 @@ def cli(ctx: click.Context, trace: str | None, endpoint: str | None, launch_args
         skip_requests: int, speedup: float | None, rate: float | None, burstiness: float,
         concurrency: int | None, duration: float | None, request_timeout: float,
         vocab_size: int | None, seed: int, cache_salt: str | None, validate: bool,
-        recording: str | None, no_progress: bool,
-        engine_block_size: int | None, num_gpu_blocks: int | None, policies: str | None,
+        recording: str | None, no_progress: bool, measure_profile: bool, profile_cached: str,
+        profile_new: str, profile_repeats: int, engine_block_size: int | None, num_gpu_blocks: int | None, policies: str | None,
         cost_model: str, allow_truncated: bool, block_id: str, verbose: int) -> None:
     """Replay a trace against a real vLLM server: TTFT, cached tokens, and the simulator's prediction.
 
@@ -108,10 +122,22 @@ def cli(ctx: click.Context, trace: str | None, endpoint: str | None, launch_args
         if trace:
             raise click.UsageError(f"--trace does not go with `replay {ctx.invoked_subcommand}`")
         return
-    if not trace:
+    if measure_profile:
+        if trace:
+            raise click.UsageError("--measure-profile measures a grid, not a trace: no --trace")
+        if validate or recording:
+            raise click.UsageError("--validate is for a trace's replay, not --measure-profile")
+    elif not trace:
         raise click.UsageError("--trace is required (or a subcommand: replay report RESULTS)")
     if bool(endpoint) == bool(launch_args):
         raise click.UsageError("give exactly one of --endpoint and --launch")
+    if measure_profile:
+        grid = Grid(parse_token_list(profile_cached, "--profile-cached", 0),
+                    parse_token_list(profile_new, "--profile-new", 1))
+        _launched(launch_args, launch_timeout, Path(output), endpoint, lambda base: _profile(
+            base, Path(output), model, grid, profile_repeats, vocab_size, seed, cache_salt,
+            request_timeout, engine_block_size, not no_progress))
+        return
     from replay.timing import make_timing
 
     timing = make_timing(speedup=speedup, rate=rate, burstiness=burstiness, concurrency=concurrency,
@@ -146,20 +172,53 @@ def cli(ctx: click.Context, trace: str | None, endpoint: str | None, launch_args
                 vocab_size=vocab_size, seed=seed, cache_salt=cache_salt,
                 progress=not no_progress, engine_block_size=engine_block_size,
                 num_gpu_blocks=num_gpu_blocks)
-    if launch_args:
-        from replay.server import launch
-
-        out_dir.mkdir(parents=True, exist_ok=True)
-        click.echo(f"launching a vLLM server (log {out_dir / 'server.log'}) ...", err=True)
-        with launch(launch_args, log_path=out_dir / "server.log", timeout_s=launch_timeout) as (base, _):
-            interrupted = _run(endpoint=base, launched=launch_args, **opts)
-    else:
-        interrupted = _run(endpoint=endpoint, launched=None, **opts)
+    interrupted = _launched(launch_args, launch_timeout, out_dir, endpoint,
+                            lambda base: _run(endpoint=base, launched=launch_args, **opts))
     if validate:
         _report(out_dir, engine_block_size, num_gpu_blocks, tokens_per_block, policies, cost_model,
                 recording)
     if interrupted:
         sys.exit(130)
+
+
+def _launched(launch_args: str | None, launch_timeout: float, out_dir: Path,
+              endpoint: str | None, body):
+    """``body(base URL)`` against ``endpoint``, or against a server started with
+    ``launch_args`` (log in ``out_dir/server.log``) and stopped afterwards."""
+    if not launch_args:
+        return body(endpoint)
+    from replay.server import launch
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    click.echo(f"launching a vLLM server (log {out_dir / 'server.log'}) ...", err=True)
+    with launch(launch_args, log_path=out_dir / "server.log", timeout_s=launch_timeout) as (base, _):
+        return body(base)
+
+
+def _profile(endpoint: str, out_dir: Path, model: str | None, grid: "Grid", repeats: int,
+             vocab_size: int | None, seed: int, cache_salt: str | None, request_timeout: float,
+             engine_block_size: int | None, progress: bool) -> None:
+    from replay.client import Progress
+    from replay.measure import PROFILE, measure_profile
+    from replay.server import server_info
+
+    info = server_info(endpoint, model)
+    if engine_block_size:
+        info.block_size = engine_block_size
+    if info.prefix_caching is False:
+        raise ShadowError(f"{endpoint}: the server runs with prefix caching off: no point with "
+                          f"cached tokens can be measured")
+    vocab = _vocab(info, vocab_size)
+    points = grid.points()
+    click.echo(f"measuring a prefill profile of {len(points)} points x {repeats} repeats (after "
+               f"a warm-up each) against {endpoint} model {info.model}", err=True)
+    bar = Progress(len(points), enabled=None if progress else False)
+    env = measure_profile(endpoint=endpoint, out_dir=out_dir, model=model, grid=grid,
+                          repeats=repeats, vocab=vocab, seed=seed, cache_salt=cache_salt,
+                          request_timeout=request_timeout, server=info, progress=bar)
+    bar.close()
+    click.echo(f"profile of {len(points)} points in {out_dir / PROFILE} ({env['duration_s']:.1f} s); "
+               f"use it as --cost-model profile:{out_dir / PROFILE}", err=True)
 
 
 def _vocab(info, vocab_size: int | None):

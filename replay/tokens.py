@@ -2,7 +2,7 @@
 
 A block's tokens are drawn by a keyed generator, SplitMix64 over ``(seed, domain, key, index)`` in
 wrapping unsigned 64-bit arithmetic (numpy ``uint64``), so they depend on nothing but those four
-numbers and the vocabulary: no Python ``hash``, no process state, no platform word size.  Two
+numbers and the vocabulary: no Python ``hash``, no process state, no platform word size.  The
 domains keep the streams apart:
 
 * ``DOMAIN_BLOCK``: key = trace block id.  Equal ids give equal tokens, so the engine's own chained
@@ -10,6 +10,8 @@ domains keep the streams apart:
   so it always sits at the same depth behind the same parents).
 * ``DOMAIN_TAIL``: key = the request's index in the trace.  The tokens after the last full trace
   block belong to one request only and never create false sharing.
+* ``DOMAIN_PROFILE``: key = (grid point, repeat, part) of ``replay --measure-profile``
+  (:mod:`replay.measure`): every prefix and suffix it sends is fresh.
 
 Invariant: every id drawn lies in ``[lo, vocab_size)`` and is not a special token; the map from a
 64-bit draw to an id is ``allowed[draw % len(allowed)]`` over the sorted allowed ids.
@@ -30,6 +32,7 @@ logger = logging.getLogger(__name__)
 
 DOMAIN_BLOCK = 0x426C6F636B  # "Block"
 DOMAIN_TAIL = 0x5461696C  # "Tail"
+DOMAIN_PROFILE = 0x50726F66  # "Prof"
 
 _GAMMA = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -108,6 +111,10 @@ class TokenSynth:
     def tail_tokens(self, request_index: int, n: int) -> np.ndarray:
         """The ``n`` tokens after the last full block of request ``request_index``."""
         return self._draw(DOMAIN_TAIL, np.asarray([request_index], dtype=np.int64), n)
+
+    def profile_tokens(self, key: int, n: int) -> list[int]:
+        """``n`` tokens of ``--measure-profile``'s stream ``key`` (``DOMAIN_PROFILE``)."""
+        return self._draw(DOMAIN_PROFILE, np.asarray([key], dtype=np.int64), n).tolist()
 
     def prompt(self, block_ids: np.ndarray | list[int], tokens_per_block: int,
                request_index: int, tail: int) -> list[int]:

@@ -262,3 +262,35 @@ def test_the_trace_and_options_are_checked_before_the_server(name, trace, args, 
     assert r.returncode == 2 and len(lines) == 1, r.stderr
     assert lines[0].startswith("replay: error: ") and words in lines[0], lines[0]
     assert "Traceback" not in r.stderr and not out.exists()
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--profile-cached", "0,abc"], "bad --profile-cached value 'abc': expected an integer >= 0"),
+    (["--profile-new", "0"], "bad --profile-new value '0': expected an integer >= 1"),
+    (["--profile-new", ","], "empty --profile-new list"),
+    (["--profile-repeats", "0"], "'--profile-repeats': '0' must be >= 1"),
+    (["--trace", BUNDLED], "--measure-profile measures a grid, not a trace: no --trace"),
+    (["--validate"], "--validate is for a trace's replay, not --measure-profile"),
+])
+def test_measure_profile_bad_options_before_connecting(args, words, tmp_path):
+    out = tmp_path / "out"
+    r = _run("--measure-profile", "--endpoint", "http://127.0.0.1:9", "-o", str(out), *args)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and words in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and not out.exists()
+    assert len([ln for ln in lines if ln.startswith(("replay: error: ", "Error: "))]) == 1
+
+
+def test_measure_profile_grid():
+    from replay.measure import Grid, check_grid, parse_token_list
+
+    g = Grid(parse_token_list("0,1k,64", "--profile-cached", 0), parse_token_list("32,32", "x", 1))
+    assert g.cached == (0, 64, 1024) and g.new == (32,)
+    assert g.points() == [(0, 32), (0, 96), (0, 1056), (64, 32), (1024, 32)]
+    check_grid(g, 32, 1057)
+    from shadow.errors import ShadowError
+    with pytest.raises(ShadowError, match="cached 0, new 1056 needs 1057 tokens"):
+        check_grid(g, 32, 1056)
+    with pytest.raises(ShadowError, match="--profile-cached 64: not a multiple of the engine's "
+                                          "block size 48"):
+        check_grid(g, 48, None)

@@ -714,6 +714,8 @@ cdef struct Call:
     const int64_t* cint
     const int64_t* n_match        # CALL_RANGE: per request, NULL = every block
     const int64_t* n_anon         # CALL_RANGE: per request, NULL = none
+    int64_t* out_ph               # CALL_RANGE: per request, its first-miss hit blocks (-1 not
+                                  # served), NULL = not asked
     int64_t r0
     int64_t r1
     int64_t first_request         # index of request 0 (range) or of the first admission (live)
@@ -753,6 +755,8 @@ cdef int64_t _serve_range(CacheRun run, AnyPolicy p, const Call* c) noexcept nog
         rc = _serve(run, p, &ids[a], b - a, &c.nxt[a], c.cexact, c.cint, c.ts[r], info,
                     c.first_request + r, b - a if c.n_match == NULL else c.n_match[r],
                     0 if c.n_anon == NULL else c.n_anon[r], False)
+        if c.out_ph != NULL:
+            c.out_ph[r] = run.last_prefix_hits if rc == 0 else -1
         if rc == 0:
             served += 1
         elif rc < 0:
@@ -1040,13 +1044,15 @@ cdef class CacheRun:
                     const double[::1] cost_exact, const int64_t[::1] cost_int,
                     int64_t first_request, const int64_t[::1] n_match=None,
                     const int64_t[::1] n_anonymous=None,
-                    const int64_t[:, ::1] info=None) -> int:
+                    const int64_t[:, ::1] info=None, int64_t[::1] prefix_hits=None) -> int:
         """Serve every request of a batch with the GIL released; returns how many were served.
 
         ``n_match[r]`` (optional) is how many leading blocks of request r are looked up;
         ``n_anonymous[r]`` (optional) how many anonymous slots it holds while it is served;
         ``info[r]`` (optional, ``(n, INFO_WIDTH)``) its info row (live/wire.pxd: category,
-        session) for ``set_request_ctx``; without it category 0 and no session.
+        session) for ``set_request_ctx``; without it category 0 and no session;
+        ``prefix_hits[r]`` (optional) receives request r's first-miss hit blocks, -1 if it was
+        not served (skipped, or the cache failed).
         """
         cdef int64_t n = offsets.shape[0] - 1, served
         cdef Call c
@@ -1058,6 +1064,7 @@ cdef class CacheRun:
             raise ValueError("next-access array of the wrong length")
         _range_call(&c, offsets, block_ids, timestamps, cost_exact, cost_int, n_match,
                     n_anonymous, first_request, info)
+        c.out_ph = _prefix_out(prefix_hits, n)
         # NOTE: a batch of empty requests has no entries; any valid pointer will do then.
         c.nxt = &next_access[0] if next_access.shape[0] > 0 else c.off
         c.r0 = 0
@@ -1112,7 +1119,22 @@ cdef void _range_call(Call* c, const int64_t[::1] offsets, const int64_t[::1] bl
     c.cint = &cost_int[0]
     c.n_match = &n_match[0] if n_match is not None else NULL
     c.n_anon = &n_anonymous[0] if n_anonymous is not None else NULL
+    c.out_ph = NULL
     c.first_request = first_request
+
+
+cdef int64_t* _prefix_out(int64_t[::1] prefix_hits, int64_t n) except? NULL:
+    """The per-request first-miss hit output of a range call (NULL: none asked), filled with
+    -1 (not served) for the requests the call does not reach."""
+    cdef int64_t r
+    if prefix_hits is None:
+        return NULL
+    if prefix_hits.shape[0] < n:
+        raise ValueError(f"one prefix-hit entry per request: {prefix_hits.shape[0]} for {n} "
+                         f"requests")
+    for r in range(n):
+        prefix_hits[r] = -1
+    return &prefix_hits[0]
 
 
 cdef void _live_call(Call* c, const int64_t[:, ::1] ev, const int64_t[::1] offsets,
@@ -1123,6 +1145,7 @@ cdef void _live_call(Call* c, const int64_t[:, ::1] ev, const int64_t[::1] offse
     """Fill ``c`` for a checked live batch (all but ``k``)."""
     c.mode = CALL_LIVE
     c.info = NULL                 # NOTE: a live admission's info row is the tail of its event row
+    c.out_ph = NULL
     c.ev = &ev[0, 0]
     c.off = &offsets[0]
     c.ids = &block_ids[0] if block_ids.shape[0] > 0 else c.off
@@ -1177,11 +1200,14 @@ def serve_chunks(list runs, list next_access, const int64_t[::1] offsets,
                  const int64_t[::1] block_ids, const double[::1] timestamps,
                  const double[::1] cost_exact, const int64_t[::1] cost_int, int64_t first_request,
                  const int64_t[::1] n_match=None, int64_t chunk_entries=16384,
-                 const int64_t[::1] n_anonymous=None, const int64_t[:, ::1] info=None) -> None:
+                 const int64_t[::1] n_anonymous=None, const int64_t[:, ::1] info=None,
+                 list prefix_hits=None) -> None:
     """Step every cache of ``runs`` over a batch, a chunk of requests at a time.
 
     ``next_access[k]`` is the next-access array cache ``k`` reads (the oracles may get their own);
-    ``n_match``, ``n_anonymous`` and ``info`` as in :meth:`CacheRun.serve_batch`.
+    ``n_match``, ``n_anonymous`` and ``info`` as in :meth:`CacheRun.serve_batch`;
+    ``prefix_hits[k]`` (optional, one int64 array of n entries per cache) receives cache ``k``'s
+    first-miss hit blocks per request, -1 where it did not serve the request.
     NOTE: one chunk (about ``chunk_entries`` block entries, whole requests) is served in every
     cache before the next: the chunk's ids, next-access times and costs stay in the CPU cache
     while the caches take turns, instead of each cache streaming the whole batch from memory.
@@ -1191,12 +1217,16 @@ def serve_chunks(list runs, list next_access, const int64_t[::1] offsets,
     cdef const int64_t* off
     cdef const int64_t[::1] mv
     cdef const int64_t** nxps
+    cdef int64_t** phps = NULL
+    cdef int64_t[::1] ph
     cdef CacheRun run
     cdef Call c
     if n <= 0 or n_runs == 0:
         return
     if len(next_access) != n_runs:
         raise ValueError("one next-access array per cache")
+    if prefix_hits is not None and len(prefix_hits) != n_runs:
+        raise ValueError("one prefix-hit array per cache")
     _check_batch(offsets, block_ids, timestamps, cost_exact, cost_int, n_match, n_anonymous, info)
     _range_call(&c, offsets, block_ids, timestamps, cost_exact, cost_int, n_match, n_anonymous,
                 first_request, info)
@@ -1207,12 +1237,19 @@ def serve_chunks(list runs, list next_access, const int64_t[::1] offsets,
     if nxps == NULL:
         raise MemoryError()
     try:
+        if prefix_hits is not None:
+            phps = <int64_t**>malloc(n_runs * sizeof(int64_t*))
+            if phps == NULL:
+                raise MemoryError()
         for k in range(n_runs):
             # NOTE: the arrays stay alive in ``next_access`` for the whole call.
             mv = next_access[k]
             if mv.shape[0] != block_ids.shape[0]:
                 raise ValueError("next-access array of the wrong length")
             nxps[k] = &mv[0] if mv.shape[0] > 0 else off
+            if phps != NULL:
+                ph = prefix_hits[k]
+                phps[k] = _prefix_out(ph, n)
         while r0 < n:
             r1 = r0 + 1
             while r1 < n and off[r1 + 1] - off[r0] <= chunk_entries:
@@ -1222,6 +1259,7 @@ def serve_chunks(list runs, list next_access, const int64_t[::1] offsets,
             for k in range(n_runs):
                 run = <CacheRun>runs[k]
                 c.nxt = nxps[k]
+                c.out_ph = phps[k] if phps != NULL else NULL
                 with nogil:
                     t0 = _thread_cpu_ns()
                     _dispatch(run, &c)
@@ -1229,6 +1267,7 @@ def serve_chunks(list runs, list next_access, const int64_t[::1] offsets,
             r0 = r1
     finally:
         free(nxps)
+        free(phps)
 
 
 def live_batch_all(list runs, const int64_t[:, ::1] ev, const int64_t[::1] offsets,

@@ -136,8 +136,12 @@ class Simulator:
 
     # ---- offline ----
 
-    def feed(self, batch) -> None:
-        """Serve every request of ``batch`` in every cache (whole requests, file order)."""
+    def feed(self, batch, prefix_hits: np.ndarray | None = None) -> None:
+        """Serve every request of ``batch`` in every cache (whole requests, file order).
+
+        ``prefix_hits`` (int64, caches x requests, C order), when given, receives each request's
+        first-miss hit blocks per cache, -1 where the cache did not serve it (skipped, or the
+        cache had stopped)."""
         n = batch.n_requests
         if n == 0:
             return
@@ -170,13 +174,21 @@ class Simulator:
         jobs = [(g, [nxts[id(r)] for r in g]) for g in self._groups]
         args = (offsets, ids, ts, self._cost_exact, self._cost_int, int(batch.first_request),
                 nm, self.chunk_entries, na, info)
+        outs: list = [None] * len(jobs)
+        if prefix_hits is not None:
+            if prefix_hits.shape != (len(self.runs), n) or prefix_hits.dtype != np.int64 \
+                    or not prefix_hits.flags.c_contiguous:
+                raise ValueError(f"prefix_hits: an int64 C array of {len(self.runs)} x {n}")
+            row = {id(r): k for k, r in enumerate(self.runs)}
+            outs = [[prefix_hits[row[id(r)]] for r in g] for g, _nx in jobs]
         if len(jobs) == 1:
-            serve_chunks(jobs[0][0], jobs[0][1], *args)
+            serve_chunks(jobs[0][0], jobs[0][1], *args, prefix_hits=outs[0])
         else:
             # NOTE: each group steps its caches with the GIL released (serve_chunks), so the
             # groups run in parallel; results do not depend on the grouping (caches are independent).
-            futures = [self._executor().submit(serve_chunks, g, nx, *args) for g, nx in jobs[1:]]
-            serve_chunks(jobs[0][0], jobs[0][1], *args)
+            futures = [self._executor().submit(serve_chunks, g, nx, *args, prefix_hits=o)
+                       for (g, nx), o in zip(jobs[1:], outs[1:])]
+            serve_chunks(jobs[0][0], jobs[0][1], *args, prefix_hits=outs[0])
             for f in futures:
                 f.result()
             self._rebalance()

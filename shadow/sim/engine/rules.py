@@ -22,6 +22,19 @@ def max_hit_blocks(num_tokens, block_size):
     return (n * (n > 0)) // block_size
 
 
+def prefill_cached_tokens(num_tokens, hit_blocks, block_size):
+    """Tokens a prefill of ``N`` prompt tokens skips with ``h`` first-miss hit blocks:
+    ``min(h * B, N - 1)`` (0 for a prompt of at most one token); it computes the rest.
+
+    NOTE: vLLM always computes the last prompt token (its logits give the first output token), so
+    even a prompt whose every block is resident computes one; under ``--lookup vllm`` the hit is
+    at most ``(N - 1) // B`` blocks (:func:`max_hit_blocks`) and the cap never binds, under
+    ``--lookup all`` a trace's partial last block (or a recording's generated blocks) may count
+    as hit beyond the prompt and the cap keeps the prefill to the prompt's tokens.
+    """
+    return np.minimum(hit_blocks * block_size, np.maximum(num_tokens - 1, 0))
+
+
 def full_blocks(num_tokens, block_size):
     """Blocks completely filled by ``num_tokens`` tokens (the hashed ones): ``N // B``."""
     return num_tokens // block_size
