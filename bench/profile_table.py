@@ -20,6 +20,11 @@ saves (the ``compute_saving_ratio`` of a request whose first ``c / B`` blocks hi
 
 Prints a Markdown table per model and the mean and largest error of each column.  Deterministic:
 the figures are a function of the file.
+
+``--holdout FILE`` (what ``replay/gpu/prefill_holdout.py`` wrote, ``bench/h200_prefill_holdout.jsonl``
+by default) adds, per model, the points measured on the GPU again: for a point the table does not
+hold, the profile's value (interpolated or extrapolated) and the fitted form's alone against the
+measurement; for a point of the table measured again, the table's value against the new one.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from shadow.sim.cost.arch import model_cost_fn  # noqa: E402
 from shadow.sim.cost.profile import load_profile  # noqa: E402
 
 PROFILE = ROOT / "shadow" / "data" / "h200_prefill.jsonl"
+HOLDOUT = ROOT / "bench" / "h200_prefill_holdout.jsonl"
 BLOCK = 16
 #: The shapes h200_prefill.md gives (Hugging Face config.json fields the FLOP count reads).
 CONFIGS = {
@@ -84,9 +90,56 @@ def rows_for(path: Path, model: str) -> list[dict]:
     return out
 
 
+def holdout_rows(path: Path, holdout: Path, model: str) -> list[dict]:
+    """The GPU's points of ``model`` beside the profile's and the fitted form's values."""
+    prof = load_profile(str(path), model)
+    table = prof.points()
+    out = []
+    for line in holdout.read_text().splitlines():
+        d = json.loads(line)
+        if d.get("model") != model or "s" not in d:
+            continue
+        c, n = d["cached"], d["new"]
+        out.append({"c": c, "n": n, "set": d["set"], "s": d["s"], "spread":
+                    (d["max_s"] - d["min_s"]) / d["s"],
+                    "profile": float(prof.seconds(c, n)), "fit": float(prof.fitted(c, n)),
+                    "table": table.get((c, n))})
+    return out
+
+
+def print_holdout(rows: list[dict], model: str) -> None:
+    print(f"\n{model}: measured again on the GPU (ms), against the profile of the table\n")
+    print("| set | cached | new | measured | repeats' spread | profile | error | fitted form "
+          "alone | error |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        e_p = r["profile"] / r["s"] - 1
+        e_f = r["fit"] / r["s"] - 1
+        print(f"| {r['set']} | {r['c']:,} | {r['n']:,} | {r['s'] * 1e3:.1f} | "
+              f"{r['spread']:.0%} | {r['profile'] * 1e3:.1f} | {e_p:+.0%} | "
+              f"{r['fit'] * 1e3:.1f} | {e_f:+.0%} |")
+    for which in ("holdout", "table"):
+        sub = [r for r in rows if r["set"] == which]
+        if not sub:
+            continue
+        e_p = np.array([r["profile"] / r["s"] - 1 for r in sub])
+        e_f = np.array([r["fit"] / r["s"] - 1 for r in sub])
+        big = [r for r in sub if r["s"] >= 0.1]
+        e_big = np.array([r["profile"] / r["s"] - 1 for r in big])
+        print(f"\n{which} ({len(sub)} points): profile mean |error| {np.abs(e_p).mean():.1%}, "
+              f"largest {np.abs(e_p).max():.1%}; fitted form alone mean |error| "
+              f"{np.abs(e_f).mean():.1%}, largest {np.abs(e_f).max():.1%}"
+              + (f"; points of 100 ms and more ({len(big)}): profile mean |error| "
+                 f"{np.abs(e_big).mean():.1%}, largest {np.abs(e_big).max():.1%}" if big else ""),
+              end="")
+    print()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--profile", type=Path, default=PROFILE)
+    ap.add_argument("--holdout", type=Path, default=HOLDOUT,
+                    help="the GPU's points measured again (empty: none)")
     args = ap.parse_args()
     for model in CONFIGS:
         rows = rows_for(args.profile, model)
@@ -107,6 +160,8 @@ def main() -> int:
                   f"{rows[int(np.abs(e).argmax())]['c']:,}, new "
                   f"{rows[int(np.abs(e).argmax())]['n']:,})", end="")
         print()
+        if str(args.holdout) and args.holdout.is_file():
+            print_holdout(holdout_rows(args.profile, args.holdout, model), model)
     return 0
 
 

@@ -96,6 +96,12 @@ def test_within_a_row_and_between_rows(tmp_path):
     assert float(p.seconds(500, 100)) == pytest.approx(1.25)
 
 
+def test_a_falling_last_segment_continues_flat_then_curves(tmp_path):
+    p = load_profile(_write(tmp_path, [_pt(0, 100, 1.0), _pt(0, 200, 2.0), _pt(0, 400, 1.9)]))
+    d = p.coef[2]
+    assert float(p.seconds(0, 600)) == pytest.approx(1.9 + 200 * (0.0 + d * 200 / 2))
+
+
 def test_past_the_edges_the_fitted_form_continues_the_table(tmp_path):
     p = load_profile(_write(tmp_path, TABLE))
     a, b, d = p.coef
@@ -103,11 +109,13 @@ def test_past_the_edges_the_fitted_form_continues_the_table(tmp_path):
     def F(c, n):
         return a + b * n + d * n * (c + n / 2)
 
-    # beyond a row's largest n, below its smallest, beyond the largest cached row
-    assert float(p.seconds(0, 900)) == pytest.approx(3.0 + F(0, 900) - F(0, 400))
+    # beyond a row's largest n: its last slope (1/200 and 3/300 s per token) and F's curvature
+    assert float(p.seconds(0, 900)) == pytest.approx(3.0 + 500 * (1 / 200 + d * 500 / 2))
+    assert float(p.seconds(1000, 900)) == pytest.approx(4.5 + 500 * (3 / 300 + d * 500 / 2))
+    # below its smallest n: F's step; beyond the largest cached row: F's step in c
     assert float(p.seconds(1000, 20)) == pytest.approx(max(1.5 + F(1000, 20) - F(1000, 100), 0))
     assert float(p.seconds(3000, 250)) == pytest.approx(3.0 + F(3000, 250) - F(1000, 250))
-    assert float(p.seconds(3000, 900)) == pytest.approx(4.5 + F(1000, 900) - F(1000, 400)
+    assert float(p.seconds(3000, 900)) == pytest.approx(4.5 + 500 * (3 / 300 + d * 500 / 2)
                                                         + F(3000, 900) - F(1000, 900))
     # continuous at every edge
     for c, n, dc, dn in ((0, 400, 0, 1e-6), (1000, 100, 0, -1e-6), (1000, 250, 1e-6, 0),
@@ -117,11 +125,13 @@ def test_past_the_edges_the_fitted_form_continues_the_table(tmp_path):
 
 
 def test_a_single_point_row_is_the_fitted_form_through_it(tmp_path):
+    # NOTE: past a one-point row's n, F's slope there and F's curvature: F's own step
     p = load_profile(_write(tmp_path, [_pt(0, 100, 1.0), _pt(0, 400, 3.0), _pt(800, 200, 2.5)]))
     a, b, d = p.coef
     F = (lambda c, n: a + b * n + d * n * (c + n / 2))
     assert float(p.seconds(800, 200)) == 2.5
     assert float(p.seconds(800, 300)) == pytest.approx(2.5 + F(800, 300) - F(800, 200))
+    assert float(p.seconds(800, 100)) == pytest.approx(2.5 + F(800, 100) - F(800, 200))
 
 
 def test_scalars_and_arrays_broadcast(tmp_path):
