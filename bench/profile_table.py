@@ -80,13 +80,42 @@ def rows_for(path: Path, model: str) -> list[dict]:
             if c == 0 or (0, c + n) not in pts:
                 continue
             t0 = pts[(0, c + n)]
-            held = Path(d) / "held.jsonl"
-            held.write_text("".join(json.dumps({"cached": cc, "new": nn, "s": ss}) + "\n"
-                                    for (cc, nn), ss in pts.items() if (cc, nn) != (c, n)))
-            t_loo = float(load_profile(str(held)).seconds(c, n))
+            row = [nn for cc, nn in pts if cc == c]
+            loo = None
+            if min(row) < n < max(row):
+                # NOTE: only a point with row neighbours on both sides is interpolated when left
+                # out; an edge point would be extrapolated far past the rest of its row
+                held = Path(d) / "held.jsonl"
+                held.write_text("".join(json.dumps({"cached": cc, "new": nn, "s": ss}) + "\n"
+                                        for (cc, nn), ss in pts.items() if (cc, nn) != (c, n)))
+                loo = (t0 - float(load_profile(str(held)).seconds(c, n))) / t0
             out.append({"c": c, "n": n, "t0": t0, "t": s, "measured": (t0 - s) / t0,
                         "flops": share(flops, c, n), "fit": share(fit_costs, c, n),
-                        "profile": (t0 - t_loo) / t0, "t_loo": t_loo})
+                        "profile": (t0 - float(full.seconds(c, n))) / t0, "loo": loo})
+    return out
+
+
+def decreases(path: Path, model: str) -> list[str]:
+    """Where the profile's t falls as a token count grows, on a grid of 64-token steps to 40k:
+    in new tokens per cell of cached rows, in cached tokens per pair of adjacent rows."""
+    prof = load_profile(str(path), model)
+    C = np.arange(0, 40961, 64, dtype=np.float64)
+    N = np.arange(1, 40961, 16, dtype=np.float64)
+    T = prof.seconds(C[:, None], N[None, :])
+    rc = [r.cached for r in prof.rows] + [float("inf")]
+    out = []
+    dn = np.diff(T, axis=1) < -1e-12
+    dc = np.diff(T, axis=0) < -1e-12
+    for lo, hi in zip(rc, rc[1:]):
+        # NOTE: a step's lower end decides its cell (in cached: C[i] of C[i] -> C[i + 1])
+        for what, m, cs, ns in (("new", dn, C, N[1:]), ("cached", dc, C[:-1], N)):
+            inside = (cs >= lo) & (cs < hi)
+            ci, ni = np.nonzero(m & inside[:, None])
+            if not ci.size:
+                continue
+            out.append(f"t falls with {what} tokens between the rows at cached {lo:,} and "
+                       f"{hi:,}: cached {cs[ci].min():,.0f} to {cs[ci].max() + (64 if what == 'cached' else 0):,.0f}, "
+                       f"new {ns[ni].min():,.0f} to {ns[ni].max():,.0f}")
     return out
 
 
@@ -145,21 +174,25 @@ def main() -> int:
         rows = rows_for(args.profile, model)
         print(f"\n{model}: saved share of the prefill, measured and predicted (B = {BLOCK})\n")
         print("| cached | new | t(0, c+n) ms | t(c, n) ms | measured | FLOP share | fit: | "
-              "profile, point left out |")
-        print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+              "profile | profile, point left out |")
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for r in rows:
+            loo = "-" if r["loo"] is None else f"{r['loo']:.2f}"
             print(f"| {r['c']:,} | {r['n']:,} | {r['t0'] * 1e3:.1f} | {r['t'] * 1e3:.1f} | "
                   f"{r['measured']:.2f} | {r['flops']:.2f} | {r['fit']:.2f} | "
-                  f"{r['profile']:.2f} |")
-        m = np.array([r["measured"] for r in rows])
-        for key, name in (("flops", "FLOP share"), ("fit", "fit:"),
-                          ("profile", "profile, point left out")):
-            e = np.array([r[key] for r in rows]) - m
+                  f"{r['profile']:.2f} | {loo} |")
+        for key, name in (("flops", "FLOP share"), ("fit", "fit:"), ("profile", "profile"),
+                          ("loo", "profile, point left out (the interior points)")):
+            sub = [r for r in rows if r[key] is not None]
+            m = np.array([r["measured"] for r in sub])
+            e = np.array([r[key] for r in sub]) - m
             print(f"\n{name}: error mean {e.mean():+.3f}, mean |error| {np.abs(e).mean():.3f}, "
                   f"largest |error| {np.abs(e).max():.3f} (at cached "
-                  f"{rows[int(np.abs(e).argmax())]['c']:,}, new "
-                  f"{rows[int(np.abs(e).argmax())]['n']:,})", end="")
+                  f"{sub[int(np.abs(e).argmax())]['c']:,}, new "
+                  f"{sub[int(np.abs(e).argmax())]['n']:,})", end="")
         print()
+        for line in decreases(args.profile, model) or ["t never falls as a token count grows"]:
+            print(f"- {line}")
         if str(args.holdout) and args.holdout.is_file():
             print_holdout(holdout_rows(args.profile, args.holdout, model), model)
     return 0

@@ -39,6 +39,7 @@ from shadow.sim.cost.models import COST_UNITS, CostModel, parse_cost_model
 from shadow.sim.core.results import CacheSpec, Result
 
 if TYPE_CHECKING:
+    from shadow.sim.cost.prefill import PrefillTotals
     from shadow.sim.timing.service import ServiceModel
     from shadow.sim.core.simulator import Simulator
     from shadow.sim.fleet.router import RouterChoice
@@ -237,6 +238,9 @@ class RunSpec:
         if len(set(labels)) != len(labels):
             raise ShadowError("--router lists a router twice")
         object.__setattr__(self, "router_choices", choices)
+        if self.cost.profile is not None:
+            raise ShadowError(f"--cost-model {self.cost.name} meters one engine's prefill "
+                              f"seconds: a fleet (--router) does not report them")
         if self.tiers:
             raise ShadowError("--tier runs behind one engine: a fleet (--router) has no "
                               "offload tiers")
@@ -283,9 +287,10 @@ class RunSpec:
                               f"{', '.join(oracles)} need{'s' if len(oracles) == 1 else ''} "
                               f"(convert it with `shadow convert`)")
         B = int(getattr(header, "block_size_tokens", 0) or 0)
-        if self.lookup_mode != "all" and B < 1:
+        if (self.lookup_mode != "all" or self.cost.profile is not None) and B < 1:
             what = ("--tier" if self.tiers else f"--timing {self.timing}"
-                    if self.timing != "serial" else f"--lookup {self.lookup_mode}")
+                    if self.timing != "serial" else f"--lookup {self.lookup_mode}"
+                    if self.lookup_mode != "all" else f"--cost-model {self.cost.name}")
             raise ShadowError(f"{path}: {what} needs the block size in tokens, which the "
                               f"trace's header does not give")
         block_bytes = self.bytes_per_block
@@ -297,7 +302,8 @@ class RunSpec:
         for t in self.tiers:
             t.n_chunks(block_bytes)              # NOTE: a size that cannot be met: now
         self._bind_fleet(header, path)
-        return replace(self, block_size=B, bytes_per_block=block_bytes, kv_config=None)
+        return replace(self, block_size=B, bytes_per_block=block_bytes, kv_config=None,
+                       cost=self.cost.for_block_size(B))
 
     def _bind_fleet(self, header: Any, path: str | os.PathLike[str]) -> None:
         """The routers against the trace: a block size for those that count tokens, and
@@ -421,8 +427,8 @@ class RunSpec:
         """The connector's caches (``kv_connector_extra_config``, already parsed key by key):
         no trace, the engine's block size, ``match`` ``vllm`` (vLLM's lookup) or ``full``
         (every full prompt block), no verify step (the serving loop never stops for it)."""
-        return cls(caches=tuple(caches), cost=cost, pin=pin, verify=False,
-                   lookup="vllm" if match == "vllm" else "prompt", timing="live",
+        return cls(caches=tuple(caches), cost=cost.for_block_size(block_size), pin=pin,
+                   verify=False, lookup="vllm" if match == "vllm" else "prompt", timing="live",
                    tiers=tuple(tiers), bytes_per_block=bytes_per_block, category=category,
                    block_size=block_size, trace_name=trace_name, source="connector")
 
@@ -430,8 +436,10 @@ class RunSpec:
 @dataclass
 class RunResults:
     """What :func:`run` returns: per cache (``spec.caches`` order) its :class:`Result`; per
-    (cache, tier) pair, caches outer, its tier result (none without tiers); and the lines the
-    caches' policies say about what the trace lacked, each once.
+    (cache, tier) pair, caches outer, its tier result (none without tiers); the lines the
+    caches' policies say about what the trace lacked, each once; and with a profile cost model
+    (``cost.profile``) per cache its prefill seconds (:class:`~shadow.sim.cost.prefill.
+    PrefillTotals`, ``spec.caches`` order; none otherwise).
 
     A fleet run (routers given) has one :class:`~shadow.sim.fleet.run.FleetResult` per
     (router, cache) in ``fleet``, routers outer, and ``caches`` holds their totals in the same
@@ -441,6 +449,7 @@ class RunResults:
     tiers: list["TierResult | ChainResult"] = field(default_factory=list)
     trace_notes: list[str] = field(default_factory=list)
     fleet: list["FleetResult"] = field(default_factory=list)
+    prefill: list["PrefillTotals"] = field(default_factory=list)
 
     def fleet_of(self, r: Result) -> "FleetResult | None":
         """The fleet whose totals ``r`` is (None outside a fleet run)."""
@@ -448,14 +457,17 @@ class RunResults:
 
     def result_lines(self, r: Result) -> list[str]:
         """A cache's RESULT line; with tiers, one per tier with the tier keys appended; a
-        fleet's totals with the fleet keys appended."""
+        fleet's totals with the fleet keys appended; with a profile, the prefill keys
+        (:data:`~shadow.sim.cost.prefill.PREFILL_KEYS`) last."""
         fleet = self.fleet_of(r)
         if fleet is not None:
             return [fleet.result_line()]
         mine = [t for t in self.tiers if t.spec == r.spec]
-        if not mine:
-            return [r.result_line()]
-        return [f"{r.result_line()} {t.suffix()}" for t in mine]
+        lines = [f"{r.result_line()} {t.suffix()}" for t in mine] if mine else [r.result_line()]
+        if self.prefill:
+            k = next(i for i, c in enumerate(self.caches) if c is r)
+            lines = [f"{line} {self.prefill[k].suffix()}" for line in lines]
+        return lines
 
     def lines(self) -> list[str]:
         """Every cache's RESULT lines, caches without an error, in order."""
@@ -492,6 +504,11 @@ def run(spec: RunSpec, tr: Any, progress: Callable[[int, int], None] | None = No
         sim.abort()
         raise
     tier_results: list = []
+    meter = None
+    if spec.cost.profile is not None:
+        from shadow.sim.cost.prefill import PrefillMeter
+
+        meter = PrefillMeter(spec.cost.profile, spec.block_size, len(spec.caches), str(path))
     if spec.tiers:
         from shadow.sim.tiers.run import run_with_tiers
         from shadow.sim.timing.run import SerialOrder
@@ -500,16 +517,17 @@ def run(spec: RunSpec, tr: Any, progress: Callable[[int, int], None] | None = No
                  else SerialOrder())
         tier_results = run_with_tiers(sim, tr, path, spec.block_size, list(spec.tiers),
                                       spec.bytes_per_block, spec.cost, service=order,
-                                      progress=progress)
+                                      progress=progress, meter=meter)
     elif spec.timing != "serial":
         from shadow.sim.timing.run import run_trace_recorded
 
         run_trace_recorded(sim, tr, path, spec.block_size, progress=progress,
-                           service=spec.service)
+                           service=spec.service, meter=meter)
     else:
         from shadow.sim.core.simulator import run_trace
 
-        run_trace(sim, tr, path, progress=progress)
+        run_trace(sim, tr, path, progress=progress, meter=meter)
     from shadow.sim.core.simulator import policy_notes
 
-    return RunResults(sim.results(), tier_results, policy_notes([sim]))
+    return RunResults(sim.results(), tier_results, policy_notes([sim]),
+                      prefill=meter.totals if meter is not None else [])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -257,7 +258,9 @@ def test_the_cost_model_says_its_unit(tmp_path):
     assert parse_cost_model(f"fit:{report}").unit == "us"
     for text in ("uniform", "position", "linear:1,2", "qwen3coder30b_blksz_16"):
         assert parse_cost_model(text).unit == "relative"
-    assert set(COST_UNITS) == {"relative", "us"}
+    h200 = Path(__file__).resolve().parents[2] / "shadow" / "data" / "h200_prefill.jsonl"
+    assert parse_cost_model(f"profile:{h200},model=llama3_8b").unit == "s"
+    assert set(COST_UNITS) == {"relative", "us", "s"}
     spec = RunSpec.from_cell(cell(cost_model=f"fit:{report}"))
     assert spec.cost.unit == "us" and spec.cost.name == f"fit:{report}"
 

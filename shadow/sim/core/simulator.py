@@ -69,6 +69,9 @@ class Simulator:
         self.category = check_category(category)
         self.specs = list(specs)
         self.cost = cost_model if isinstance(cost_model, CostModel) else parse_cost_model(cost_model)
+        if block_size_tokens > 0:
+            # NOTE: profile:'s block costs need the block size (any other model is unchanged)
+            self.cost = self.cost.for_block_size(int(block_size_tokens))
         self.pin = pin
         self.replay_order = replay_order
         self.verify = verify
@@ -489,10 +492,12 @@ def sim_decode_threads() -> int:
 
 
 def run_trace(sim: Simulator, tr, path: str | os.PathLike[str],
-              progress: Callable[[int, int], None] | None = None) -> None:
+              progress: Callable[[int, int], None] | None = None, meter=None) -> None:
     """Feed the whole trace ``tr`` (opened from ``path``) to ``sim`` and close it.
 
-    ``progress(block accesses fed, requests fed)`` is called after each batch.
+    ``progress(block accesses fed, requests fed)`` is called after each batch; ``meter``
+    (a :class:`~shadow.sim.cost.prefill.PrefillMeter`) gets each batch's prompt lengths and
+    per-cache first-miss hits.
     """
     try:
         if sim.needs_next_access:
@@ -501,7 +506,12 @@ def run_trace(sim: Simulator, tr, path: str | os.PathLike[str],
             attach_next_access(sim, tr)
         accesses = requests = 0
         for batch in prefetched(tr):
-            sim.feed(batch)
+            if meter is None:
+                sim.feed(batch)
+            else:
+                hits = np.empty((len(sim.runs), batch.n_requests), dtype=np.int64)
+                sim.feed(batch, prefix_hits=hits)
+                meter.add(batch.records["input_length"], hits)
             if progress is not None:
                 accesses += len(batch.block_ids)
                 requests += batch.n_requests

@@ -10,13 +10,19 @@
 ``model:CONFIG[,BLOCK]``    the block's forward FLOPs from a Hugging Face config.json,
                             1000 = one block's linear work (:mod:`shadow.sim.cost.arch`)
 ``fit:REPORT[,BLOCK]``      replay's fitted prefill model, microseconds per block
+``profile:FILE[,model=M]``  a measured prefill table (:mod:`shadow.sim.cost.profile`): seconds
+                            per request; per block, its fitted form's seconds
 ==========================  =====================================================
 
 Each model says its unit (:attr:`CostModel.unit`, one of :data:`COST_UNITS`): ``us`` for
-``fit:`` (a cost is a block's prefill time), ``relative`` for every other (only ratios of costs
-mean anything).
+``fit:`` (a cost is a block's prefill time), ``s`` for ``profile:`` (seconds; the model also
+gives each request's prefill seconds from its cached and new tokens, :attr:`CostModel.profile`),
+``relative`` for every other (only ratios of costs mean anything).  A ``profile:`` model's block
+costs need the block size in tokens, which the run knows (the trace's header, the engine's):
+:meth:`CostModel.for_block_size` binds it.
 
-Statistics use the exact double; policies see ``llround`` of it (:attr:`Access.cost`).
+Statistics use the exact double; policies see ``llround`` of it in its unit's integer resolution
+(:data:`INT_PER_UNIT`: microseconds for ``s``; :attr:`Access.cost`).
 """
 
 from __future__ import annotations
@@ -24,12 +30,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
 from shadow.errors import ShadowError
 from shadow.sim.cost.arch import fit_coefficients, model_cost_fn
+
+if TYPE_CHECKING:
+    from shadow.sim.cost.profile import Profile
 
 _NAMED = {
     "uniform": (1.0, 0.0),
@@ -37,10 +46,17 @@ _NAMED = {
     "qwen3coder30b_blksz_16": (865.0, 2.0),
     "qwen3coder30b_blksz_64": (3472.0, 32.0),
 }
-#: The units a cost may be in: ``relative`` (only ratios mean anything) or ``us`` (microseconds).
-COST_UNITS = ("relative", "us")
+#: The units a cost may be in: ``relative`` (only ratios mean anything), ``us`` (microseconds)
+#: or ``s`` (seconds).
+COST_UNITS = ("relative", "us", "s")
+#: Microseconds per unit, for the units that are times.
+US_PER_UNIT = {"us": 1.0, "s": 1e6}
+#: What a policy's integer cost counts per unit of the exact cost: one, except seconds, which
+#: policies see as microseconds (``llround`` of a block's seconds is 0).
+INT_PER_UNIT = {"relative": 1.0, "us": 1.0, "s": 1e6}
 COST_MODELS = ("uniform", "position", "linear:A,B", "table:FILE", "qwen3coder30b_blksz_16",
-               "qwen3coder30b_blksz_64", "model:CONFIG[,BLOCK]", "fit:REPORT[,BLOCK]")
+               "qwen3coder30b_blksz_64", "model:CONFIG[,BLOCK]", "fit:REPORT[,BLOCK]",
+               "profile:FILE[,model=NAME]")
 
 
 @dataclass
@@ -55,6 +71,27 @@ class CostModel:
     fn: Callable[[int], np.ndarray] | None = field(default=None, repr=False)
     _memo: list[float] = field(default_factory=list, repr=False, compare=False)
     unit: str = "relative"
+    #: ``profile:``'s table (per-request seconds); None for every other model
+    profile: "Profile | None" = field(default=None, repr=False)
+    #: the block size in tokens ``profile:``'s block costs were bound to (0: not yet)
+    block_tokens: int = 0
+
+    def for_block_size(self, block_tokens: int) -> "CostModel":
+        """This model with its block costs for ``block_tokens``-token blocks: ``profile:``'s
+        fitted block costs (:meth:`Profile.block_costs`) need the block size; every other model
+        is returned as it is."""
+        if self.profile is None or self.block_tokens == block_tokens:
+            return self
+        if block_tokens < 1:
+            raise ShadowError(f"cost model {self.name}: needs the block size in tokens")
+        prof = self.profile
+        return CostModel(self.name, fn=lambda n: prof.block_costs(n, block_tokens), unit=self.unit,
+                         profile=prof, block_tokens=block_tokens)
+
+    def _unbound(self) -> None:
+        if self.profile is not None and self.fn is None:
+            raise ShadowError(f"cost model {self.name}: block costs need the block size in "
+                              f"tokens (the trace's header or the engine's), which is not known")
 
     def cost(self, p: int) -> float:
         if self.fn is not None:
@@ -64,9 +101,11 @@ class CostModel:
             return self._memo[p]
         if self.table is not None:
             return float(self.table[min(p, len(self.table) - 1)])
+        self._unbound()
         return self.a + self.b * p
 
     def costs(self, n: int) -> np.ndarray:
+        self._unbound()
         p = np.arange(n, dtype=np.float64)
         if self.fn is not None:
             return self.fn(n)
@@ -76,8 +115,9 @@ class CostModel:
         return self.a + self.b * p
 
     def int_costs(self, n: int) -> np.ndarray:
-        """``llround`` of :meth:`costs` (round half away from zero)."""
-        c = self.costs(n)
+        """``llround`` of :meth:`costs` in the unit's integer resolution (:data:`INT_PER_UNIT`;
+        round half away from zero)."""
+        c = self.costs(n) * INT_PER_UNIT[self.unit]
         return (np.sign(c) * np.floor(np.abs(c) + 0.5)).astype(np.int64)
 
 
@@ -141,4 +181,8 @@ def parse_cost_model(text: str) -> CostModel:
     if s.startswith("fit:"):
         a, b = fit_coefficients(s[len("fit:"):])
         return CostModel(s, a, b, unit="us")
+    if s.startswith("profile:"):
+        from shadow.sim.cost.profile import load_profile, parse_profile_arg
+
+        return CostModel(s, unit="s", profile=load_profile(*parse_profile_arg(s[len("profile:"):])))
     raise ShadowError(f"unknown cost model {text!r} (known: {', '.join(COST_MODELS)})")

@@ -21,24 +21,30 @@ The prefill time ``t(c, n)`` of a request with ``c`` cached and ``n`` new tokens
   relative error with ``a, b, d >= 0``) continues the table from its edge value.  In a row,
   beyond its largest ``n_hi``: ``t(c, n_hi) + u*(g + d*u/2)``, ``u = n - n_hi``, with ``g`` the
   row's last measured slope (seconds per token between its two largest ``n``, never below 0; a
-  one-point row: ``F``'s slope ``b + d*(c + n_hi)``) and ``F``'s curvature ``d``; below its
-  smallest ``n_lo``: ``t(c, n_lo) + F(c, n) - F(c, n_lo)``, never below 0.  Beyond the largest
-  cached row ``c_R``: ``t(c_R, n) + F(c, n) - F(c_R, n)`` (``= d*n*(c - c_R)``).  Continuous at
-  every edge.  NOTE: the row's own slope, not ``F``'s, past ``n_hi``: fitted on relative error,
-  ``F`` follows the small points and over-states the slope at 32k tokens by 50% on the bundled
-  H200 table (llama3_8b at 40,960 new tokens: ``F``'s slope +16% over a later measurement, the
-  row's slope +2%; bench/profile_table.py).  (There is nothing below the
+  one-point row: ``F``'s slope ``b + d*(c + n_hi)``) and ``F``'s curvature ``d``.  Below its
+  smallest ``n_lo``: ``t(c, n_lo)``, held.  Beyond the largest cached row ``c_R``:
+  ``t(c_R, n) + F(c, n) - F(c_R, n)`` (``= d*n*(c - c_R)``).  Continuous at every edge.
+  NOTE: the row's own slope, not ``F``'s, past ``n_hi``: fitted on relative error, ``F`` follows
+  the small points and over-states the slope at 32k tokens by 50% on the bundled H200 table
+  (llama3_8b at 40,960 new tokens: ``F``'s slope +16% over a later measurement, the row's slope
+  +2%).  Held below ``n_lo``: a GPU forward of a few hundred tokens or fewer takes its fixed
+  cost and reads the cached keys (in ``c``, not ``n``): measured again, 64 to 128 new tokens
+  took 3-33% more than the row's 256-token point on llama3_8b, where ``F``'s step predicted
+  12-49% less (bench/profile_table.py); and a step that depended on ``c`` could order the rows
+  differently below ``n_lo`` than at it.  (There is nothing below the
   smallest row: a profile must hold points at ``cached`` 0, the prefill without a hit that every
   saving is measured against.)
 
-Monotone: each piece is linear (or ``F``, whose partial derivatives ``b + d*(c + n)`` and
-``d*n`` are >= 0), so between measured points ``t`` never leaves the range of its neighbours: it
-is non-decreasing in ``n`` and in ``c`` wherever the measured points are, and passes through every
-measured point.  Where the measured points themselves decrease (within the tolerance below in
-``n``; in ``c``, which is not checked) ``t`` follows them: in the bundled H200 table, llama3_8b's
-cached-0 row from 512 to 1,024 new tokens (36.9 ms to 31.2 ms) and, in ``c``, the rows at 0 and
-1,024 cached tokens for up to about 1,000 new tokens (31.5 ms at (0, 256), 21.9 ms at (1024, 256):
-with ``cached > 0`` transformers hands SDPA an explicit mask, another kernel).
+Monotone: each piece is linear (or ``F``'s, whose partial derivatives ``b + d*(c + n)`` and
+``d*n`` are >= 0, or held), so between measured points ``t`` never leaves the range of its
+neighbours: it is non-decreasing in ``n`` and in ``c`` wherever the measured points are, and passes
+through every measured point.  Where the measured points themselves fall (within the tolerance
+below in ``n``; in ``c``, which is not checked) ``t`` follows them.  In the bundled H200 table
+(``bench/profile_table.py`` lists where, on a 64-token grid): llama3_8b's ``t`` falls with new
+tokens at cached 0 to 384, new 529 to 1,025 (36.9 ms at (0, 512), 31.2 ms at (0, 1024)), and with
+cached tokens between its rows at 0 and 1,024 for new up to 865; qwen25_7b's with cached tokens
+between the rows at 0 and 1,024 (new up to 641) and at 1,024 and 4,096 (new up to 369): with
+``cached > 0`` transformers hands SDPA an explicit mask, another kernel (h200_prefill.md).
 
 Refused (:class:`~shadow.errors.ShadowError`, one line naming the file and line): a line that is
 not a JSON object, one with some but not all of ``cached``/``new``/``s``, a value of the wrong
@@ -108,13 +114,6 @@ class Profile:
         n = np.asarray(new, dtype=np.float64)
         return a + b * n + d * n * (c + n / 2.0)
 
-    def step_n(self, cached, n0, n1) -> np.ndarray:
-        """``F(c, n1) - F(c, n0)`` = ``(n1 - n0) * (b + d*(c + (n0 + n1)/2))``: 0 at ``n1 == n0``."""
-        _a, b, d = self.coef
-        n0 = np.asarray(n0, dtype=np.float64)
-        n1 = np.asarray(n1, dtype=np.float64)
-        return (n1 - n0) * (b + d * (np.asarray(cached, dtype=np.float64) + (n0 + n1) / 2.0))
-
     def step_c(self, c0, c1, new) -> np.ndarray:
         """``F(c1, n) - F(c0, n)`` = ``d*n*(c1 - c0)``: 0 at ``c1 == c0``."""
         d = self.coef[2]
@@ -129,16 +128,15 @@ class Profile:
         return b + d * (r.cached + float(r.new[-1]))
 
     def _row(self, r: ProfileRow, n: np.ndarray) -> np.ndarray:
-        """``t(r.cached, n)``: the row's points, linear between them, ``F`` past its ends."""
-        lo, hi = r.new[0], r.new[-1]
+        """``t(r.cached, n)``: the row's points, linear between them, held below its smallest
+        ``n`` (``np.interp`` holds the end values), past its largest as :meth:`edge_slope` and
+        ``F``'s curvature say."""
+        hi = r.new[-1]
         t = np.interp(n, r.new, r.s)
         above = n > hi
         if above.any():
             u = n[above] - hi
             t[above] = r.s[-1] + u * (self.edge_slope(r) + self.coef[2] * u / 2.0)
-        below = n < lo
-        if below.any():
-            t[below] = np.maximum(r.s[0] + self.step_n(r.cached, lo, n[below]), 0.0)
         return t
 
     def seconds(self, cached, new) -> np.ndarray:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shadow.sim.cost.models import CostModel
+from shadow.sim.cost.models import US_PER_UNIT, CostModel
 from shadow.sim.core.results import CacheSpec
 from shadow.sim.tiers.model import TierChainSpec, TierSpec
 from shadow.sim.timing.run import _load, load_fields, run_trace_recorded
@@ -36,7 +36,7 @@ TIER2_KEYS = ("tier2",) + tuple(f"tier2_{k[len('tier_'):]}" for k in TIER_KEYS[1
 class TierResult:
     """One (cache, tier) pair after a run.  ``hit_blocks`` are the tier's hit tokens in
     blocks; ``recompute_s`` is the time the loaded blocks would take to compute under a cost
-    model in microseconds (``fit:``), else None; ``saved_cost`` is the cost model's cost of the
+    model in time units (``fit:``, ``profile:``: :data:`US_PER_UNIT`), else None; ``saved_cost`` is the cost model's cost of the
     loaded blocks, ``total_cost`` the cache's (``compute_saving_ratio``'s denominator)."""
 
     spec: CacheSpec
@@ -149,24 +149,25 @@ class ChainResult:
 def run_with_tiers(sim, tr, path: str | os.PathLike[str], block_tokens: int,
                    tiers: list[TierSpec | TierChainSpec], block_bytes: int | None,
                    cost: CostModel, service=None,
-                   progress=None) -> list[TierResult | ChainResult]:
+                   progress=None, meter=None) -> list[TierResult | ChainResult]:
     """Serve the trace ``tr`` (an open trace or its batches, read once) through ``sim``'s caches
     (closing ``sim``) at the times ``service`` gives (:class:`SerialOrder`, a ``ServiceModel``,
     or None: the recorded times), then each cache's admissions through each tier or chain; one
     :class:`TierResult` or :class:`ChainResult` per (cache, tier), caches in ``sim.specs``
-    order, tiers inside."""
+    order, tiers inside.  ``meter``: as :func:`run_trace_recorded`'s (each cache's own
+    first-miss hits; the tiers' loads are not credited)."""
     loaded = rec, off, ids = _load(tr, load_fields(sim))
     n = int(off.shape[0]) - 1
     K = len(sim.specs)
     hits = np.full((n, K), -1, dtype=np.int64)
     starts = np.zeros(n, dtype=np.int64)
     run_trace_recorded(sim, loaded, path, block_tokens, progress=progress, prefix_hits=hits,
-                       service=service, starts=starts)
+                       service=service, starts=starts, meter=meter)
     from shadow.sim.tiers.loop import ChunkTier
 
     order = np.argsort(starts, kind="stable")
     inp = rec["input_length"]
-    in_us = cost.unit == "us"
+    us = US_PER_UNIT.get(cost.unit)
     max_blocks = int(np.max(np.diff(off))) if n else 0
     pos_cost = cost.costs(max_blocks)
     out = []
@@ -175,7 +176,7 @@ def run_with_tiers(sim, tr, path: str | os.PathLike[str], block_tokens: int,
         for t in tiers:
             if isinstance(t, TierChainSpec):
                 out.append(_run_chain(t, spec, cache_results[k], ids, off, inp, hits[:, k],
-                                      order, block_tokens, block_bytes, pos_cost, in_us))
+                                      order, block_tokens, block_bytes, pos_cost, us))
                 continue
             nc = t.n_chunks(block_bytes)
             tier = ChunkTier(nc, t.policy, t.store_threshold, t.max_tracker_size)
@@ -185,14 +186,15 @@ def run_with_tiers(sim, tr, path: str | os.PathLike[str], block_tokens: int,
             out.append(TierResult(spec, t, nc, block_bytes, hit_tokens=hit, loaded_chunks=loaded,
                                   stored_chunks=stored, evictions=tier.n_evicted,
                                   store_failures=tier.n_store_failed,
-                                  recompute_us=saved if in_us else None,
+                                  recompute_us=saved * us if us else None,
                                   n_blocks=cache_results[k].n_blocks, block_tokens=block_tokens,
                                   saved_cost=saved, total_cost=cache_results[k].total_cost))
     return out
 
 
 def _run_chain(t: TierChainSpec, spec: CacheSpec, cache_result, ids, off, inp, hits, order,
-               block_tokens: int, block_bytes: int | None, pos_cost, in_us: bool) -> ChainResult:
+               block_tokens: int, block_bytes: int | None, pos_cost,
+               us: float | None) -> ChainResult:
     """One cache's admissions through one chain (tiers.loop.ChunkChain)."""
     from shadow.sim.tiers.loop import ChunkChain, ChunkTier
 
@@ -207,10 +209,10 @@ def _run_chain(t: TierChainSpec, spec: CacheSpec, cache_result, ids, off, inp, h
     first = TierResult(spec, a, n1, hit_tokens=hit - disk_hit, loaded_chunks=loaded - promoted,
                        stored_chunks=stored, evictions=chain.cpu.n_evicted,
                        store_failures=chain.cpu.n_store_failed,
-                       recompute_us=saved1 if in_us else None, saved_cost=saved1, **common)
+                       recompute_us=saved1 * us if us else None, saved_cost=saved1, **common)
     second = DiskTierResult(spec, b, n2, hit_tokens=disk_hit, loaded_chunks=promoted,
                             stored_chunks=cascaded, evictions=chain.disk.n_evicted,
                             store_failures=chain.disk.n_store_failed,
-                            recompute_us=saved2 if in_us else None, saved_cost=saved2,
+                            recompute_us=saved2 * us if us else None, saved_cost=saved2,
                             host_gbps=a.bandwidth_gbps, **common)
     return ChainResult(spec, first, second, chain.n_promote_failed, chain.n_gave_up)

@@ -141,7 +141,7 @@ def run_trace_recorded(sim: "Simulator", tr, path: str | os.PathLike[str], block
                        progress: Callable[[int, int], None] | None = None,
                        prefix_hits: np.ndarray | None = None,
                        service: "ServiceModel | SerialOrder | None" = None,
-                       starts: np.ndarray | None = None) -> None:
+                       starts: np.ndarray | None = None, meter=None) -> None:
     """Serve the trace ``tr`` (an open trace, any iterable of its batches, or what :func:`_load`
     returned for it) in the order of its
     recorded start and completion times, through the live path of every cache of ``sim``; then
@@ -151,7 +151,9 @@ def run_trace_recorded(sim: "Simulator", tr, path: str | os.PathLike[str], block
     and completion times come from that model (:mod:`shadow.sim.timing.service`) and the trace's
     arrival times instead; with :class:`SerialOrder` (``--tier`` without ``--timing``) one
     request at a time in file order.  ``starts`` (int64, requests), when given, receives each
-    request's start time (the admission order).  The run is checked before (:meth:`shadow.sim.
+    request's start time (the admission order).  ``meter`` (a
+    :class:`~shadow.sim.cost.prefill.PrefillMeter`) gets every request's prompt length and
+    per-cache first-miss hits at the end.  The run is checked before (:meth:`shadow.sim.
     run.RunSpec.bind`): no oracle, ``block_size`` >= 1."""
     # NOTE: the Cython modules, only when run (the CLI reads TIMING_MODES at start-up)
     from shadow.sim.category import request_info
@@ -212,6 +214,8 @@ def run_trace_recorded(sim: "Simulator", tr, path: str | os.PathLike[str], block
                                 np.concatenate([done, start])))
         K = len(sim.runs)
         N = 2 * n
+        if meter is not None and prefix_hits is None:
+            prefix_hits = np.full((n, K), -1, dtype=np.int64)
         # NOTE: each batch is written in one C pass (timing.wire.fill_batch) into buffers reused
         # from batch to batch: numpy's per-column fancy indexing cost more than the serving
         n_prompt, n_rel, n_match, n_anon, n_final, nb, off, ids, ts_us = (
@@ -243,6 +247,8 @@ def run_trace_recorded(sim: "Simulator", tr, path: str | os.PathLike[str], block
             served_accesses += accesses
             if progress is not None:
                 progress(served_accesses, served_requests)
+        if meter is not None:
+            meter.add(rec["input_length"], prefix_hits.T)
     except BaseException:
         sim.abort()
         raise
