@@ -39,7 +39,7 @@ from shadow.sim.cost.models import COST_UNITS, CostModel, parse_cost_model
 from shadow.sim.core.results import CacheSpec, Result
 
 if TYPE_CHECKING:
-    from shadow.sim.cost.prefill import PrefillTotals
+    from shadow.sim.core.prefill import PrefillTotals
     from shadow.sim.timing.service import ServiceModel
     from shadow.sim.core.simulator import Simulator
     from shadow.sim.fleet.router import RouterChoice
@@ -438,7 +438,7 @@ class RunResults:
     """What :func:`run` returns: per cache (``spec.caches`` order) its :class:`Result`; per
     (cache, tier) pair, caches outer, its tier result (none without tiers); the lines the
     caches' policies say about what the trace lacked, each once; and with a profile cost model
-    (``cost.profile``) per cache its prefill seconds (:class:`~shadow.sim.cost.prefill.
+    (``cost.profile``) per cache its prefill seconds (:class:`~shadow.sim.core.prefill.
     PrefillTotals`, ``spec.caches`` order; none otherwise).
 
     A fleet run (routers given) has one :class:`~shadow.sim.fleet.run.FleetResult` per
@@ -458,7 +458,7 @@ class RunResults:
     def result_lines(self, r: Result) -> list[str]:
         """A cache's RESULT line; with tiers, one per tier with the tier keys appended; a
         fleet's totals with the fleet keys appended; with a profile, the prefill keys
-        (:data:`~shadow.sim.cost.prefill.PREFILL_KEYS`) last."""
+        (:data:`~shadow.sim.core.prefill.PREFILL_KEYS`) last."""
         fleet = self.fleet_of(r)
         if fleet is not None:
             return [fleet.result_line()]
@@ -506,7 +506,7 @@ def run(spec: RunSpec, tr: Any, progress: Callable[[int, int], None] | None = No
     tier_results: list = []
     meter = None
     if spec.cost.profile is not None:
-        from shadow.sim.cost.prefill import PrefillMeter
+        from shadow.sim.core.prefill import PrefillMeter
 
         meter = PrefillMeter(spec.cost.profile, spec.block_size, len(spec.caches), str(path))
     if spec.tiers:

@@ -1,6 +1,6 @@
 """Per-request first-miss hits out of the serve loop (``Simulator.feed(prefix_hits=)``), the
 prefill rule (``rules.prefill_cached_tokens``) and the per-cache prefill seconds
-(shadow/sim/cost/prefill.py), against the pure-Python reference loop and hand-computed sums."""
+(shadow/sim/core/prefill.py), against the pure-Python reference loop and hand-computed sums."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from shadow.errors import ShadowError
 from shadow.sim import CacheSpec, Simulator
-from shadow.sim.cost.prefill import PREFILL_KEYS, PrefillMeter, PrefillTotals, request_seconds
+from shadow.sim.core.prefill import PREFILL_KEYS, PrefillMeter, PrefillTotals, request_seconds
 from shadow.sim.cost.profile import load_profile
 from shadow.sim.engine.rules import max_hit_blocks, prefill_cached_tokens
 from shadow.sim.reference import make_reference

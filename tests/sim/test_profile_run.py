@@ -16,7 +16,7 @@ import pytest
 from shadow.errors import ShadowError
 from shadow.sim.core.results import EXTRA_KEYS, RESULT_KEYS, CacheSpec
 from shadow.sim.cost.models import parse_cost_model
-from shadow.sim.cost.prefill import PREFILL_KEYS
+from shadow.sim.core.prefill import PREFILL_KEYS
 from shadow.sim.cost.profile import load_profile
 from shadow.sim.run import RunSpec, run
 from shadow.sweep.store import parse_result_line
@@ -187,6 +187,21 @@ def test_bad_profiles_on_the_command_line(tmp_path, cm, words, command):
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert r.returncode == 2 and len(lines) == 1 and words in lines[0], r.stderr
     assert "Traceback" not in r.stderr and not out.exists()
+
+
+def test_a_fleet_with_a_profile_is_refused(tmp_path):
+    """A fleet meters no prefill seconds: refused in one line rather than printed without."""
+    path = tmp_path / "hits.lcp"
+    _hit_trace(path, "llama3_8b")
+    with pytest.raises(ShadowError, match=r"--cost-model profile:.* meters one engine's prefill "
+                                          r"seconds: a fleet \(--router\) does not report them"):
+        RunSpec.from_options([CacheSpec("lru", 1000)],
+                             cost_model=f"profile:{H200},model=llama3_8b", replicas=2,
+                             router="random")
+    r = _cli("simulate", "-t", str(path), "-a", "lru", "-c", "1k", "--cost-model",
+             f"profile:{H200},model=llama3_8b", "--replicas", "2", "--router", "random")
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and "a fleet (--router)" in lines[0], r.stderr
 
 
 def test_a_non_monotone_file_is_named_with_its_line(tmp_path):

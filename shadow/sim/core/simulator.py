@@ -496,7 +496,7 @@ def run_trace(sim: Simulator, tr, path: str | os.PathLike[str],
     """Feed the whole trace ``tr`` (opened from ``path``) to ``sim`` and close it.
 
     ``progress(block accesses fed, requests fed)`` is called after each batch; ``meter``
-    (a :class:`~shadow.sim.cost.prefill.PrefillMeter`) gets each batch's prompt lengths and
+    (a :class:`~shadow.sim.core.prefill.PrefillMeter`) gets each batch's prompt lengths and
     per-cache first-miss hits.
     """
     try:

@@ -152,7 +152,7 @@ def run_trace_recorded(sim: "Simulator", tr, path: str | os.PathLike[str], block
     arrival times instead; with :class:`SerialOrder` (``--tier`` without ``--timing``) one
     request at a time in file order.  ``starts`` (int64, requests), when given, receives each
     request's start time (the admission order).  ``meter`` (a
-    :class:`~shadow.sim.cost.prefill.PrefillMeter`) gets every request's prompt length and
+    :class:`~shadow.sim.core.prefill.PrefillMeter`) gets every request's prompt length and
     per-cache first-miss hits at the end.  The run is checked before (:meth:`shadow.sim.
     run.RunSpec.bind`): no oracle, ``block_size`` >= 1."""
     # NOTE: the Cython modules, only when run (the CLI reads TIMING_MODES at start-up)
