@@ -96,21 +96,31 @@ def test_curve_equals_simulate_at_many_sizes(which, config, synth_trace):
         assert k["saved_cost"] == pytest.approx(r.saved_cost, rel=1e-12)
 
 
-@pytest.mark.slow
-def test_cli_at_prints_what_simulate_prints():
-    sizes = "374,1000,8k,20000"
-    m = subprocess.run([sys.executable, "-m", "shadow", "mrc", "-t", str(SYNTHETIC), "--at", sizes],
-                       cwd=ROOT, capture_output=True, text=True, check=True)
-    s = subprocess.run([sys.executable, "-m", "shadow", "simulate", "-t", str(SYNTHETIC), "-a",
-                        "lru", "--no-pin", "-c", sizes], cwd=ROOT, capture_output=True, text=True,
-                       check=True)
-    mine = [dict(kv.split("=") for kv in ln.split()[1:]) for ln in m.stdout.splitlines()
-            if ln.startswith("MRC ")]
-    theirs = [dict(kv.split("=", 1) for kv in ln.split()[1:]) for ln in s.stdout.splitlines()
-              if ln.startswith("RESULT ")]
-    assert len(mine) == len(theirs) == 4
-    for a, b in zip(mine, theirs):
-        assert a == {k: b[k] for k in a}
+def _printed(args: list[str], prefix: str) -> dict[int, dict[str, str]]:
+    """The ``prefix`` lines (``MRC``, ``RESULT``) a ``shadow`` command prints, by cache size."""
+    r = subprocess.run([sys.executable, "-m", "shadow", *args], cwd=ROOT, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    rows = [dict(kv.split("=", 1) for kv in ln.split()[1:]) for ln in r.stdout.splitlines()
+            if ln.startswith(prefix + " ")]
+    return {int(row["cache_size"]): row for row in rows}
+
+
+@pytest.mark.parametrize("which", unit_rows(["synth", "synthetic", "conversation"], 3))
+def test_cli_at_prints_what_simulate_no_pin_prints(which, synth_trace):
+    """`shadow mrc --at SIZES` and `shadow simulate -a lru --no-pin -c SIZES`, both run as a user
+    runs them: the same ratios, digit for digit, at every size (30 or more a trace)."""
+    path = {"synthetic": SYNTHETIC, "conversation": CONVERSATION, "synth": synth_trace}[which]
+    sizes = sizes_to_test(curve(path))
+    assert len(sizes) >= 30
+    at = ",".join(map(str, sizes))
+    mine = _printed(["mrc", "-t", str(path), "--at", at], "MRC")
+    theirs = _printed(["simulate", "-t", str(path), "-a", "lru", "--no-pin", "-c", at], "RESULT")
+    assert sorted(mine) == sorted(theirs) == sizes
+    for s in sizes:
+        assert set(mine[s]) == {"cache_size", *METRICS}
+        assert theirs[s]["n_req_skipped"] == "0", s
+        assert mine[s] == {k: theirs[s][k] for k in mine[s]}, s
 
 
 @pytest.mark.slow
