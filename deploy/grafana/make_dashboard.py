@@ -34,6 +34,12 @@ VAR_METRIC = "shadow_requests_total"
 TIER_BY = CACHE_BY + ", tier"
 TIER_SEL = CACHE_SEL + ', tier=~"$tier"'
 TIER_VAR_METRIC = "shadow_tier_hit_tokens_total"
+# The replicas of a fleet (kv_connector_extra_config.replica; unique names, so one copy per
+# replica is `max by (model_name, replica)` whatever the deployment labels).
+REPLICA_BY = "model_name, replica"
+REPLICA_SEL = ENGINE_SEL + ', replica=~"$replica"'
+REPLICA_CACHE_BY = REPLICA_BY + ", policy, capacity_blocks"
+REPLICA_CACHE_SEL = CACHE_SEL + ', replica=~"$replica"'
 
 
 def rate(metric: str, sel: str = CACHE_SEL, by: str = CACHE_BY, window: str = "$__rate_interval") -> str:
@@ -90,6 +96,20 @@ def vllm_at_engine_capacity() -> str:
         f"max by ({ENGINE_BY}) (({token_ratio(sel)})"
         f" * on ({ENGINE_BY}, capacity_blocks) group_left() {engine_capacity_info()})"
     )
+
+
+def fleet_sum(expr: str, by: str) -> str:
+    """``expr`` (one copy per replica) summed over the replicas, per ``by`` group."""
+    return f"sum by ({by}) ({expr})"
+
+
+def replica_ratio(hits: str, lookups: str, grow: Callable[..., str], sel: str, by: str,
+                  fleet_by: str | None = None) -> str:
+    """hits / lookups per replica, or (``fleet_by``) over every replica, token-weighted."""
+    h, q = grow(hits, sel, by), grow(lookups, sel, by)
+    if fleet_by is not None:
+        h, q = fleet_sum(h, fleet_by), fleet_sum(q, fleet_by)
+    return f"{h} / {q}"
 
 
 def target(expr: str, legend: str, ref: str, instant: bool = False) -> dict[str, Any]:
@@ -263,6 +283,51 @@ def build() -> dict[str, Any]:
         "percentunit", 12, y))
     y += 8
 
+    panels.append(row("Fleet: replicas compared", y))
+    y += 1
+    engine_tokens = ("shadow_engine_hit_tokens_total", "shadow_engine_query_tokens_total")
+    cache_tokens = ("shadow_prefix_hit_tokens_total", "shadow_query_tokens_total")
+    panels.append(timeseries(
+        "Engine prefix hit ratio per replica",
+        "Each replica's own prefix-cache hit ratio (tokens, the connector's copy of the engine's "
+        "counters, labelled with kv_connector_extra_config.replica) and the fleet's: its hit tokens "
+        "over its prompt tokens. Replicas far apart mean the router sends them different traffic.",
+        [target(replica_ratio(*engine_tokens, rate, REPLICA_SEL, REPLICA_BY), "{{replica}}", "A"),
+         target(replica_ratio(*engine_tokens, rate, REPLICA_SEL, REPLICA_BY, "model_name"),
+                "fleet ({{model_name}})", "B")],
+        "percentunit", 0, y))
+    panels.append(timeseries(
+        "Shadow hit ratio per replica",
+        "First-miss token hit ratio of the selected shadow caches on each replica, and over the fleet "
+        "(every replica with that policy and capacity, the traffic routed as it was).",
+        [target(replica_ratio(*cache_tokens, rate, REPLICA_CACHE_SEL, REPLICA_CACHE_BY),
+                "{{policy}} @ {{capacity_blocks}} on {{replica}}", "A"),
+         target(replica_ratio(*cache_tokens, rate, REPLICA_CACHE_SEL, REPLICA_CACHE_BY,
+                              "model_name, policy, capacity_blocks"),
+                "{{policy}} @ {{capacity_blocks}} fleet", "B")],
+        "percentunit", 12, y))
+    y += 8
+    observed = rate("shadow_observed_requests_total", REPLICA_SEL, REPLICA_BY)
+    panels.append(timeseries(
+        "Requests per replica",
+        "Requests each replica admitted per second, and the busiest replica's rate over the mean "
+        "(1 = the router spreads the load evenly).",
+        [target(observed, "{{replica}}", "A"),
+         target(f"max by (model_name) ({observed}) / avg by (model_name) ({observed})",
+                "busiest / mean ({{model_name}})", "B")],
+        "reqps", 0, y))
+    seen = increase("shadow_observed_requests_total", REPLICA_SEL, REPLICA_BY)
+    panels.append(bars(
+        "Replicas over the whole time range",
+        "Per replica over the dashboard's time range: its engine's prefix hit ratio (tokens) and its "
+        "share of the fleet's requests.",
+        [target(replica_ratio(*engine_tokens, increase, REPLICA_SEL, REPLICA_BY),
+                "engine hit ratio {{replica}}", "A", instant=True),
+         target(f"{seen} / on (model_name) group_left() sum by (model_name) ({seen})",
+                "share of requests {{replica}}", "B", instant=True)],
+        "percentunit", 12, y))
+    y += 9
+
     panels.append(row("What a host tier of N GiB would add", y))
     y += 1
     legend_tier = "{{tier}} behind {{policy}} @ {{capacity_blocks}}"
@@ -373,6 +438,7 @@ def build() -> dict[str, Any]:
          "current": {}, "hide": 0, "refresh": 1, "regex": "", "options": [], "multi": False, "includeAll": False},
         variable("model", "model", f"label_values({VAR_METRIC}, model_name)"),
         variable("engine", "engine (DP rank)", f"label_values({eng}, engine)", sort=3),
+        variable("replica", "replica", f"label_values({pol}, replica)"),
         variable("policy", "policy", f"label_values({pol}, policy)"),
         variable("capacity", "capacity (blocks)", f"label_values({cap}, capacity_blocks)", sort=3),
         variable("tier", "host tier", f'label_values({TIER_VAR_METRIC}{{model_name=~"$model", '

@@ -40,7 +40,8 @@ KNOWN_KEYS = frozenset({
     "segment_max_bytes", "segment_max_seconds", "record_flush_ms", "record_session_window",
     "metrics_port", "metrics_host", "queue_size", "worker_nice", "id_horizon_s",
     "prediction_log_size", "engine_id", "dp_rank", "enabled", "category",
-    "tiers", "tier_caches", "bytes_per_block", "mrc",
+    "tiers", "tier_caches", "bytes_per_block", "mrc", "replica", "fleet_key",
+    "fleet_key_file",
 })
 
 #: Which shadow caches the ``tiers`` go behind: ``engine`` (default) the ``vllm`` cache at the
@@ -105,6 +106,12 @@ class ShadowConfig:
     bytes_per_block: int | None = None
     #: the live sampled curve (None: off)
     mrc: MrcConfig | None = MrcConfig()
+    #: this engine's (DP rank's) name in a fleet: the recording's replica and the series' label
+    replica: str = "0"
+    #: the block keys' BLAKE2b key (shadow.connector.blockkey), from ``fleet_key`` or
+    #: ``fleet_key_file``; random per process when neither is given (``fleet_key_set`` False)
+    fleet_key: bytes = field(default=b"", compare=False, repr=False)
+    fleet_key_set: bool = False
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     #: the simulation these keys describe (:meth:`shadow.sim.run.RunSpec.live`): the caches,
     #: the cost model parsed once, pins, category, tiers; what the worker builds from
@@ -263,8 +270,70 @@ def default_cost_model(model_config_json: str | None, block_size: int) -> tuple[
     return "uniform", parse_cost_model("uniform")
 
 
+def default_replica() -> str:
+    """The replica name when none is configured: the host's name (unique per pod)."""
+    import socket
+
+    return socket.gethostname() or "0"
+
+
+def replica_name(base: str, dp_rank: int, dp_size: int) -> str:
+    """The name of one engine: ``base``, or ``base@rank`` when the server runs several DP ranks
+    (each its own KV cache), the last ``REPLICA_NAME_SIZE`` bytes (the lcp replica table's
+    slot; a host name's end tells pods apart)."""
+    from shadow.trace.format import REPLICA_NAME_SIZE
+
+    suffix = f"@{dp_rank}" if dp_size > 1 else ""
+    room = REPLICA_NAME_SIZE - len(suffix.encode())
+    raw = base.encode("utf-8")[-room:]
+    return raw.decode("utf-8", "ignore") + suffix
+
+
+def replica_of(extra: Mapping[str, Any], dp_rank: int, dp_size: int) -> str:
+    """The replica name of DP rank ``dp_rank`` under ``kv_connector_extra_config`` ``extra``:
+    the one place both the engine core (its recording, its own endpoint) and vLLM's frontend
+    (the series' ``replica`` label) take it from."""
+    from shadow.trace.format import REPLICA_NAME_SIZE
+
+    if "replica" not in extra:
+        return replica_name(default_replica(), dp_rank, dp_size)
+    v = extra["replica"]
+    if not isinstance(v, str) or not v or not v.isprintable():
+        raise _err("replica", f"expected a printable name, got {v!r}")
+    name = replica_name(v, dp_rank, dp_size)
+    if not name.startswith(v):
+        raise _err("replica", f"{v!r} is longer than {REPLICA_NAME_SIZE} bytes"
+                              + (" with the DP rank suffix" if dp_size > 1 else ""))
+    return name
+
+
+def _fleet_key(extra: Mapping[str, Any]) -> tuple[bytes, bool]:
+    from shadow.connector.blockkey import derive_key, random_key
+
+    if "fleet_key" in extra and "fleet_key_file" in extra:
+        raise _err("fleet_key_file", "give fleet_key or fleet_key_file, not both")
+    if "fleet_key" in extra:
+        v = extra["fleet_key"]
+        if not isinstance(v, str) or not v:
+            raise _err("fleet_key", "expected a non-empty secret string")
+        return derive_key(v), True
+    if "fleet_key_file" in extra:
+        path = extra["fleet_key_file"]
+        if not isinstance(path, str) or not path:
+            raise _err("fleet_key_file", f"expected a file path, got {path!r}")
+        try:
+            with open(os.path.expanduser(path), "rb") as f:
+                secret = f.read().strip()
+        except OSError as exc:
+            raise _err("fleet_key_file", f"{path}: {exc.strerror or exc}") from None
+        if not secret:
+            raise _err("fleet_key_file", f"{path}: empty")
+        return derive_key(secret), True
+    return random_key(), False
+
+
 def parse_extra_config(extra: dict[str, Any] | None, *, block_size: int, engine_blocks: int,
-                       engine_id: str = "0", dp_rank: int = 0,
+                       engine_id: str = "0", dp_rank: int = 0, dp_size: int = 1,
                        known_policies: list[str] | None = None,
                        check_policy: Callable[[str, str], None] | None = None,
                        bytes_per_block: int | None = None,
@@ -278,6 +347,8 @@ def parse_extra_config(extra: dict[str, Any] | None, *, block_size: int, engine_
     overrides; tier sizes in bytes need one of them.  ``model_config_json`` is the served
     model's ``config.json`` when it is a local file: without a ``cost_model`` key the caches then
     use that model's architecture costs (``model:CONFIG,BLOCK``), else ``uniform``.
+    ``dp_size`` is the server's data-parallel size (the replica name of each rank then ends in
+    ``@rank``).
     """
     if extra is not None and not isinstance(extra, Mapping):
         raise ShadowError(f"{PREFIX}: expected a mapping of keys to values, got "
@@ -372,6 +443,8 @@ def parse_extra_config(extra: dict[str, Any] | None, *, block_size: int, engine_
         bytes_per_block = _int(extra["bytes_per_block"], "bytes_per_block", lo=1, hi=1 << 40)
     tiers, tier_chunks, tier_caches = _tiers(extra, block_size, bytes_per_block)
     pin = _bool(extra.get("pin", True), "pin")
+    dp_rank = _int(extra.get("dp_rank", dp_rank), "dp_rank", lo=0)
+    fleet_key, fleet_key_set = _fleet_key(extra)
 
     from shadow.sim.core.results import CacheSpec
     from shadow.sim.run import RunSpec
@@ -403,13 +476,16 @@ def parse_extra_config(extra: dict[str, Any] | None, *, block_size: int, engine_
         prediction_log_size=_int(extra.get("prediction_log_size", 1024), "prediction_log_size",
                                  lo=0, hi=1 << 24),
         engine_id=str(extra.get("engine_id", engine_id)),
-        dp_rank=_int(extra.get("dp_rank", dp_rank), "dp_rank", lo=0),
+        dp_rank=dp_rank,
         enabled=_bool(extra.get("enabled", True), "enabled"),
         tiers=tiers,
         tier_chunks=tier_chunks,
         tier_caches=tier_caches,
         bytes_per_block=bytes_per_block,
         mrc=_mrc(extra.get("mrc", True)),
+        replica=replica_of(extra, dp_rank, dp_size),
+        fleet_key=fleet_key,
+        fleet_key_set=fleet_key_set,
         extra=extra,
         run=run,
     )

@@ -43,6 +43,10 @@ import vllm
 from vllm.distributed.kv_transfer.kv_connector.v1.base import (KVConnectorBase_V1,
                                                                KVConnectorMetadata,
                                                                KVConnectorRole, SupportsHMA)
+try:
+    from vllm.v1.core.kv_cache_utils import generate_block_hash_extra_keys
+except ImportError:  # NOTE: a vLLM without it: blocks keyed by tokens and parent alone
+    generate_block_hash_extra_keys = None
 
 from shadow.connector.config import ShadowConfig, parse_extra_config
 from shadow.connector.metrics import (ShadowCollector, ShadowPromMetrics, ShadowStats,
@@ -98,6 +102,17 @@ def kv_bytes_per_block(kv_cache_config: Any) -> int | None:
         return total or None
     except (AttributeError, TypeError, ValueError, ImportError):
         return None
+
+
+def _extra_keys(request: "Request", start: int, end: int) -> Any:
+    """vLLM's extra keys of the block ``start:end`` of ``request`` (LoRA, multimodal items, cache
+    salt, prompt embeddings), as its block hasher takes them (``kv_cache_utils``): the block
+    keys cover exactly what vLLM's block hash covers (shadow.connector.blockkey).  NOTE: from the
+    first multimodal item on (``start_mm_idx`` 0): items that end before the block are passed
+    over, so the keys equal the hasher's, which starts from the item it reached."""
+    if generate_block_hash_extra_keys is None:
+        return None
+    return generate_block_hash_extra_keys(request, start, end, 0)[0]
 
 
 class ShadowConnectorMetadata(KVConnectorMetadata):
@@ -161,10 +176,15 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
                                 max_seconds=self.cfg.segment_max_seconds,
                                 flush_ms=self.cfg.record_flush_ms,
                                 session_window=self.cfg.record_session_window,
+                                replica=self.cfg.replica,
                                 producer=(f"shadow connector; vllm {vllm.__version__}; "
                                           f"block_size {self.block_size}; "
                                           f"hash {self._hash_algo(vllm_config)}"))
-        self._worker = ShadowWorker(self.cfg, recorder=recorder)
+            if not self.cfg.fleet_key_set:
+                logger.info("shadow connector: no fleet_key configured: this recording's block "
+                            "keys are private to this process (they merge with no other "
+                            "replica's recording)")
+        self._worker = ShadowWorker(self.cfg, recorder=recorder, extra_keys=_extra_keys)
         self._delta = PayloadDelta(self.cfg.engine_blocks)
         self._shadow_on = True
         self.model_name = self._model_name(vllm_config)
@@ -172,7 +192,8 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
             port = self.cfg.metrics_port + self.cfg.dp_rank if self.cfg.metrics_port else 0
             try:
                 self._endpoint = start_endpoint(self.cfg.metrics_host, port, ShadowCollector(
-                    self.cumulative_payload, self.model_name, str(self.cfg.dp_rank)))
+                    self.cumulative_payload, self.model_name, str(self.cfg.dp_rank),
+                    self.cfg.replica))
             except OSError as exc:
                 raise ShadowError(f"kv_connector_extra_config.metrics_port: cannot listen on "
                                   f"{self.cfg.metrics_host}:{port}: {exc.strerror}") from None
@@ -204,10 +225,11 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
         extra = getattr(ktc, "kv_connector_extra_config", None) or {}
         pc = vllm_config.parallel_config
         dp_rank = int(getattr(pc, "data_parallel_rank", 0) or 0)
+        dp_size = int(getattr(pc, "data_parallel_size", 1) or 1)
         # NOTE: KVTransferConfig.engine_id defaults to a fresh uuid4 per start, which would make
         # segment names unstable; the recording's engine name comes from extra_config.engine_id.
         return parse_extra_config(extra, block_size=int(block_size), engine_blocks=engine_blocks,
-                                  engine_id="0", dp_rank=dp_rank,
+                                  engine_id="0", dp_rank=dp_rank, dp_size=dp_size,
                                   bytes_per_block=kv_bytes_per_block(kv_cache_config),
                                   model_config_json=ShadowConnector._model_config_json(vllm_config))
 
@@ -301,7 +323,8 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
             # scheduled and, for a step with preemptions, what vLLM did before admitting
             # NOTE: `end` holds the local hit until the step adds the tokens it scheduled
             self._step_adm.append(Admit(rid, hashes, num_tokens, local_hit, preempted,
-                                        self._stamp_s(), request.block_hashes, local_hit))
+                                        self._stamp_s(), request.block_hashes, local_hit,
+                                        request, request.arrival_time))
             self._inflight[rid] = (request, len(hashes))
         except Exception as exc:  # noqa: BLE001
             self._error("update_state_after_alloc", exc)

@@ -12,10 +12,11 @@ id** (``is_held(id)``), in which case it is carried over.  Invariant: a hash see
 what the caches hold plus what was seen within one horizon.
 
 What forgetting costs (see docs/connector.md): a forgotten hash that comes back gets a new id, so
-an offline replay of the recording sees a new block where the engine saw an old one.  No live
-shadow cache could have hit it (none held it), but an offline run with a larger cache, or a
+an offline replay of the recording's ids sees a new block where the engine saw an old one.  No
+live shadow cache could have hit it (none held it), but an offline run with a larger cache, or a
 policy that would have kept it, under-counts that hit; only reuse distances beyond the horizon
-are affected.
+are affected.  The block's key (``keys``: id -> block key, :mod:`.blockkey`) is forgotten with
+its id and computed again, to the same value, so a trace joined by its keys loses nothing.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ class BlockInterner:
         self._cur: dict = {}
         self._old: dict = {}
         self._next_id = 1
+        #: id -> block key, for the ids the recording has written (forgotten with the id)
+        self.keys: dict[int, int] = {}
         self._rotate_at = clock() + self.horizon_s / 2
         self.n_forgotten = 0
         self.n_rotations = 0
@@ -73,7 +76,13 @@ class BlockInterner:
     def rotate(self, now: float | None = None) -> int:
         now = self._clock() if now is None else now
         held = self._is_held
-        keep = {h: i for h, i in self._old.items() if held(i)}
+        keep = {}
+        keys = self.keys
+        for h, i in self._old.items():
+            if held(i):
+                keep[h] = i
+            elif keys:
+                keys.pop(i, None)
         forgotten = len(self._old) - len(keep)
         # NOTE: carried-over entries join the *new* old generation, so they are re-checked at the
         # next rotation and forgotten once no cache holds them.
@@ -89,3 +98,4 @@ class BlockInterner:
         """Forget everything (ids keep growing, so old recordings stay consistent)."""
         self._cur.clear()
         self._old.clear()
+        self.keys.clear()

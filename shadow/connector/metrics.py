@@ -6,8 +6,9 @@ once in :mod:`shadow.connector.schema` (its parts), which both routes below read
 * **vLLM's /metrics**: the scheduler-side connector returns interval deltas from
   ``get_kv_connector_stats`` (a :class:`ShadowStats`); vLLM ships them to the frontend process,
   where :class:`ShadowPromMetrics` (built by ``ShadowConnector.build_prom_metrics``) adds them to
-  counters labelled ``model_name``, ``engine`` (+ each part's labels).  Needs ``log_stats`` (no
-  ``--disable-log-stats``).
+  counters labelled ``model_name``, ``engine``, ``replica`` (+ each part's labels).  Needs
+  ``log_stats`` (no ``--disable-log-stats``).  Each engine's ``replica`` comes from the same
+  configuration as the engine core's (``config.replica_of``).
 * **own endpoint** (``metrics_port``): a ``prometheus_client`` server in the engine-core process on
   its own registry, bound to ``metrics_host`` (127.0.0.1 by default), port ``metrics_port +
   dp_rank``; :class:`ShadowCollector` reads the cumulative counters at scrape time.
@@ -25,8 +26,8 @@ from vllm.distributed.kv_transfer.kv_connector.v1.metrics import (KVConnectorPro
                                                                   KVConnectorStats)
 
 from shadow.connector.schema import (CACHE_FIELDS, CACHES, CAPACITY, ENGINE_FIELDS,
-                                     ENGINE_LABELS, ENGINE_SERIES, PARTS, RECORDING, TIER_FIELDS,
-                                     Part, Payload, Series, part_keys)
+                                     ENGINE_LABELS, ENGINE_SERIES, PARTS, RECORDING,
+                                     REPLICA_LABEL, TIER_FIELDS, Part, Payload, Series, part_keys)
 
 logger = logging.getLogger(__name__)
 
@@ -146,6 +147,24 @@ def expected_keys(vllm_config, n_engines: int) -> tuple[dict[str, tuple[str, ...
     return part_keys(cfg), per_engine
 
 
+def frontend_replicas(vllm_config, engines: Iterable[int]) -> dict[int, str]:
+    """Each engine's replica name as the frontend can tell it from the configuration (the
+    engine index is its DP rank); the default name when the configuration cannot be read."""
+    from shadow.connector.config import default_replica, replica_name, replica_of
+
+    ktc = getattr(vllm_config, "kv_transfer_config", None)
+    extra = dict(getattr(ktc, "kv_connector_extra_config", None) or {})
+    pc = getattr(vllm_config, "parallel_config", None)
+    dp_size = int(getattr(pc, "data_parallel_size", 1) or 1)
+    out = {}
+    for idx in engines:
+        try:
+            out[idx] = replica_of(extra, int(idx), dp_size)
+        except Exception:  # noqa: BLE001 - the engine core validates; never break the frontend
+            out[idx] = replica_name(default_replica(), int(idx), dp_size)
+    return out
+
+
 def _unregister(registry: CollectorRegistry, names: Iterable[str]) -> None:
     # NOTE: a second engine in one process (tests; vLLM re-creating its stat loggers) would
     # otherwise fail with "Duplicated timeseries"; vLLM does the same for its vllm: names.
@@ -168,7 +187,12 @@ class ShadowPromMetrics(KVConnectorPromMetrics):
         super().__init__(vllm_config, metric_types, labelnames, per_engine_labelvalues)
         every = [s for p in PARTS for s in p.series] + [*ENGINE_SERIES, RECORDING, CAPACITY]
         _unregister(REGISTRY, [s.name for s in every])
-        base = list(labelnames)
+        # NOTE: vLLM's labels, then the replica's name, on every series
+        base = [*labelnames, REPLICA_LABEL]
+        replicas = frontend_replicas(vllm_config, per_engine_labelvalues)
+        #: engine -> its label values (vLLM's, then its replica)
+        self._values = {idx: [str(v) for v in values] + [replicas[idx]]
+                        for idx, values in per_engine_labelvalues.items()}
         #: per part (payload key), one family per series
         self._fams = {p.payload: [self._family(s, base + list(p.labels)) for s in p.series]
                       for p in PARTS}
@@ -187,7 +211,7 @@ class ShadowPromMetrics(KVConnectorPromMetrics):
         except Exception:  # noqa: BLE001 - the engine core validates; never break the frontend
             logger.debug("shadow connector: no series up front", exc_info=True)
             keys, cap = {}, 0
-        for idx, values in per_engine_labelvalues.items():
+        for idx, values in self._values.items():
             for f in ENGINE_FIELDS:
                 self._engine[f].labels(*values)
             self._rec.labels(*values)
@@ -196,7 +220,7 @@ class ShadowPromMetrics(KVConnectorPromMetrics):
             # with its first nonzero value has no earlier sample: its first increment is lost).
             if cap:
                 self._cap.labels(*values).set(cap)
-            labels = [str(v) for v in values]
+            labels = values
             for p in PARTS:
                 for key in keys.get(p.keys, ()):
                     if not p.state:
@@ -220,8 +244,7 @@ class ShadowPromMetrics(KVConnectorPromMetrics):
         """Label values, pre-bound engine-counter incs and last gauge values of one engine."""
         st = self._per_engine.get(engine_idx)
         if st is None:
-            base = [str(v) for v in self.per_engine_labelvalues.get(
-                engine_idx, next(iter(self.per_engine_labelvalues.values()), []))]
+            base = self._values.get(engine_idx) or list(next(iter(self._values.values()), []))
             incs = {f: _fast_inc(self._engine[f].labels(*base)) for f in ENGINE_FIELDS}
             st = self._per_engine[engine_idx] = (base, incs, [None, None])
         return st
@@ -299,9 +322,9 @@ class ShadowPromMetrics(KVConnectorPromMetrics):
 class ShadowCollector:
     """Collector for the own endpoint: reads the connector's cumulative payload at scrape time."""
 
-    def __init__(self, payload_fn, model_name: str, engine: str) -> None:
+    def __init__(self, payload_fn, model_name: str, engine: str, replica: str) -> None:
         self._payload = payload_fn
-        self._base = [model_name, engine]
+        self._base = [model_name, engine, replica]   # ENGINE_LABELS values
 
     def collect(self):
         d = self._payload()

@@ -9,8 +9,10 @@ readable up to its last flushed complete request (``shadow convert`` reads it as
 Segment names sort in time order and say which engine wrote them (the format and its listing:
 :mod:`shadow.trace.segments`).
 
-Neither tokens nor hashes are written: only dense block ids (see :mod:`.interner`), times and
-lengths, and the sessions, turns and parents inferred from prefix continuation
+Neither tokens nor vLLM's hashes are written: only dense block ids (see :mod:`.interner`) with
+each block's key (lcp v2 BLOCK_KEYS: a keyed digest of what vLLM's hash covers, the same on every
+replica under one fleet key; :mod:`.blockkey`), the replica's name, times (arrival, admission,
+release) and lengths, and the sessions, turns and parents inferred from prefix continuation
 (:class:`shadow.trace.sessions.SessionInferrer`, over the recording's request order, across
 segments; ``chat_id`` is the request's 1-based position in the recording, so ``shadow convert
 --infer-sessions`` of the same requests without them gives the same fields).  Any OSError
@@ -25,6 +27,7 @@ import os
 import time
 from collections.abc import Callable
 
+from shadow.connector.blockkey import private_keys, random_key
 from shadow.trace.segments import TYPE_NAMES, segment_name, segment_prefix
 from shadow.trace.sessions import DEFAULT_SESSION_WINDOW, INFERRED_FIELDS, SessionInferrer
 
@@ -38,9 +41,14 @@ class Recorder:
                  dp_rank: int = 0, max_bytes: int = 256 << 20, max_seconds: float = 3600.0,
                  flush_ms: float = 20.0, producer: str = "shadow connector",
                  clock: Callable[[], float] = time.time,
-                 session_window: int = DEFAULT_SESSION_WINDOW) -> None:
+                 session_window: int = DEFAULT_SESSION_WINDOW, replica: str = "0") -> None:
         self.directory = directory
         self.block_size = int(block_size)
+        #: the segments' replica table: this engine's name, ``replica_id`` 1 of every record
+        self.replica = replica
+        # NOTE: keys for blocks written without one (no request to read tokens from): private
+        # to this recorder, equal to no other recording's
+        self._own_key, self._own_salt = random_key(), os.urandom(16)
         self.prefix = segment_prefix(engine_id, dp_rank)
         self.max_bytes = int(max_bytes)
         self.max_seconds = float(max_seconds)
@@ -77,10 +85,12 @@ class Recorder:
 
     # -- writing ------------------------------------------------------------------------------
     def write(self, t_start_s: float, t_done_s: float, input_length: int, output_length: int,
-              block_ids: list[int], type_id: int = 0) -> int | None:
+              block_ids: list[int], type_id: int = 0, *, arrival_s: float = -1.0,
+              block_keys: list[int] | None = None) -> int | None:
         """Record one finished request (``type_id`` 1: an admission that ended in a preemption,
-        :data:`shadow.trace.segments.PREEMPTED_TYPE`); the compressed bytes it added (None when
-        off)."""
+        :data:`shadow.trace.segments.PREEMPTED_TYPE`) admitted at ``t_start_s``, released at
+        ``t_done_s``, arrived at ``arrival_s`` (-1 unknown), with its blocks' keys (None: keys
+        private to this recorder); the compressed bytes it added (None when off)."""
         if not self.enabled:
             return None
         try:
@@ -94,12 +104,16 @@ class Recorder:
             # us / 1e6 * 1e6 can fall just below them
             rec = {"start_time_us": round(t_start_s * 1e6),
                    "complete_time_us": round(t_done_s * 1e6),
+                   "arrival_time_us": round(arrival_s * 1e6) if arrival_s >= 0 else -1,
+                   "replica_id": 1,
                    "n_blocks": len(block_ids), "input_length": int(input_length),
                    "output_length": int(output_length), "type_id": int(type_id)}
             if self.sessions is not None:
                 rec.update(zip(INFERRED_FIELDS, self.sessions.infer(
                     block_ids, int(input_length), int(output_length))))
-            self._w.write_request(rec, block_ids)
+            if block_keys is None:
+                block_keys = private_keys(self._own_key, self._own_salt, block_ids)
+            self._w.write_request(rec, block_ids, block_keys=block_keys)
             self.n_recorded += 1
             self._dirty = True
             if now - self._last_flush >= self.flush_s:
@@ -137,7 +151,8 @@ class Recorder:
         self._seq += 1
         path = os.path.join(self.directory, name)
         self._w = self._writer_cls(path, block_size_tokens=self.block_size, producer=self.producer,
-                                   type_names=TYPE_NAMES, compress=True)
+                                   type_names=TYPE_NAMES, compress=True,
+                                   replica_names=[self.replica], block_keys=True)
         self._opened_at = now
         self._last_flush = now
         self._bytes_reported = 0

@@ -54,9 +54,12 @@ class Payload:
 
 
 # -- labels and keys ---------------------------------------------------------------------------
-#: The engine's own labels on the connector's endpoint (vLLM's /metrics uses vLLM's labelnames,
-#: the same two).
-ENGINE_LABELS = ("model_name", "engine")
+#: The label naming the engine's replica in a fleet (``kv_connector_extra_config.replica``:
+#: the name its recording carries, ``shadow.connector.config.replica_of``).
+REPLICA_LABEL = "replica"
+#: The engine's labels on every series: on vLLM's /metrics vLLM's own labelnames (the same first
+#: two, ``model_name`` and ``engine``) and then :data:`REPLICA_LABEL`.
+ENGINE_LABELS = ("model_name", "engine", REPLICA_LABEL)
 #: The labels a cache key stands for, after the engine's.
 CACHE_LABELS = ("policy", "capacity_blocks")
 #: The labels a tier key stands for, after the engine's.

@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from shadow.connector.blockkey import BlockKeys
 from shadow.connector.config import ShadowConfig
 from shadow.connector.interner import BlockInterner
 from shadow.connector.schema import PARTS, WORKER_FIELDS, Snapshot, part_keys
@@ -45,7 +46,10 @@ class Admit(NamedTuple):
     :class:`Step`, ``end`` is where the step's allocation ends (local hit + tokens scheduled)
     and ``live_hashes`` is the request's own block-hash list, read for blocks that fill later.
     ``t_start_s`` is the admission's stamp (the connector's strictly increasing microsecond
-    clock, shared with :class:`Release`'s ``t_done_s``), recorded as ``start_time_us``."""
+    clock, shared with :class:`Release`'s ``t_done_s``), recorded as ``start_time_us``;
+    ``arrival_s`` the request's arrival (vLLM's ``arrival_time``, wall clock; -1 unknown),
+    recorded as ``arrival_time_us``; ``request`` the engine's request object, whose tokens the
+    recording's block keys are computed from (read on the worker thread; None: none)."""
 
     req_id: str
     hashes: list
@@ -55,6 +59,8 @@ class Admit(NamedTuple):
     t_start_s: float
     live_hashes: list | None = None
     end: int | None = None
+    request: Any = None
+    arrival_s: float = -1.0
 
 
 class Release(NamedTuple):
@@ -145,9 +151,10 @@ class _InFlight(LiveRequest):
     """A request the worker has admitted and not yet freed: what every cache sees
     (:class:`shadow.sim.lockstep.caches.LiveRequest`), and the engine's own hash list, read as
     blocks fill (``num_tokens``: the prompt, plus the output before a preemption for a
-    re-admission)."""
+    re-admission); the engine's request (its tokens give the recording's block keys) and its
+    arrival."""
 
-    __slots__ = ("live_hashes",)
+    __slots__ = ("live_hashes", "request", "arrival_s")
 
 
 #: The events served by the caches (everything else is a barrier).
@@ -226,8 +233,8 @@ class ShadowWorker:
     to each through the same calls, and after each drained batch each is flushed; nothing here
     depends on which kinds there are."""
 
-    def __init__(self, cfg: ShadowConfig, *, recorder: Any = None,
-                 start: bool = True) -> None:
+    def __init__(self, cfg: ShadowConfig, *, recorder: Any = None, start: bool = True,
+                 extra_keys: Callable[[Any, int, int], Any] | None = None) -> None:
         self.cfg = cfg
         self.block_size = cfg.block_size
         self.maxsize = cfg.queue_size
@@ -243,6 +250,8 @@ class ShadowWorker:
         self.tier_keys = self.part_keys["tier_keys"]
         self.interner = BlockInterner(cfg.id_horizon_s, is_held=self._holds)
         self.recorder = recorder
+        #: the recording's block keys (``extra_keys``: vLLM's extra keys of a block's tokens)
+        self.block_keys = BlockKeys(cfg.fleet_key or b"\0" * 32, cfg.block_size, extra_keys)
         self.inflight: dict[str, _InFlight] = {}
         self.predictions: deque[Prediction] = deque(maxlen=max(cfg.prediction_log_size, 0) or 1)
         self._log_predictions = cfg.prediction_log_size > 0
@@ -402,10 +411,13 @@ class ShadowWorker:
         if self._log_predictions and admitted:
             self._predict(admitted, served)
         rec = self.recorder
-        for args in finished:
+        keys = self.block_keys
+        memo = self.interner.keys
+        for t0, t1, n_in, n_out, ids, type_id, request, arrival_s in finished:
             if rec is not None and rec.enabled:
                 try:
-                    rec.write(*args)
+                    rec.write(t0, t1, n_in, n_out, ids, type_id, arrival_s=arrival_s,
+                              block_keys=keys.of_request(request, ids, memo))
                 except Exception as exc:  # noqa: BLE001
                     self._error("recorder.write", exc)
 
@@ -482,7 +494,8 @@ class ShadowWorker:
 
     def _admit(self, admitted: list, req_id: str, hashes: list, num_tokens: int,
                engine_hit: int, preempted: bool, t_start_s: float,
-               live_hashes: list | None = None, end: int | None = None) -> None:
+               live_hashes: list | None = None, end: int | None = None, request: Any = None,
+               arrival_s: float = -1.0) -> None:
         caches = self.caches
         old = self.inflight.pop(req_id, None)
         if old is not None:  # a re-admission whose preemption we did not see: freed first
@@ -498,6 +511,8 @@ class ShadowWorker:
         req = _InFlight(req_id, ids, num_tokens, n_match, not preempted, t_start_s,
                         num_tokens if end is None else end)
         req.live_hashes = live_hashes
+        req.request = request
+        req.arrival_s = arrival_s
         for c in caches:
             c.admit(req)
         self.inflight[req_id] = req
@@ -525,7 +540,7 @@ class ShadowWorker:
             # recorded as such (input_length = its tokens then), as --timing recorded replays it
             extra = st.num_tokens - input_length if st.num_tokens > input_length else 0
             finished.append((st.t_start_s, t_done_s, input_length + extra, n_output - extra,
-                             full))
+                             full, 0, st.request, st.arrival_s))
 
     def _preempt(self, req_id: str, decode_hashes: list, n_anon_final: int = 0,
                  t_done_s: float = -1.0, num_tokens: int = -1,
@@ -542,7 +557,7 @@ class ShadowWorker:
             # computed all its tokens but the last sampled one, as a finished request does
             finished.append((st.t_start_s, t_done_s, st.num_tokens,
                              max(num_tokens - st.num_tokens, 0),
-                             st.ids[:len(st.prompt)] + dec, 1))
+                             st.ids[:len(st.prompt)] + dec, 1, st.request, st.arrival_s))
 
     def _reset(self) -> None:
         """Empty every shadow cache (vLLM's reset_prefix_cache with reset_external)."""

@@ -12,9 +12,12 @@ from libc.stdlib cimport malloc, calloc, free
 import numpy as np
 
 cdef enum:
-    RECORD_SIZE = 68
+    RECORD_SIZE = 68         # a v1 file's record
+    RECORD_SIZE_V2 = 80      # a v2 file's record, and every record in memory (RECORD_DTYPE)
     ENTRY_SIZE = 16
     N_BLOCKS_OFFSET = 52
+    ARRIVAL_OFFSET = 68      # v2: arrival_time_us (i64)
+    REPLICA_OFFSET = 76      # v2: replica_id (u32)
 
 # RequestParser.parse status codes
 cdef enum:
@@ -41,6 +44,9 @@ cdef enum:
     F_BLOCK_ID = 9        # a block id of 0 or above the id limit
     F_NEXT_ACCESS = 10    # a next access neither -1 nor after its own entry, within the trace
     F_DELTA = 11          # a nonzero next-access delta without HAS_NEXT_ACCESS
+    F_ARRIVAL_TIME = 12   # v2: arrival_time_us below -1
+    F_REPLICA_ID = 13     # v2: replica_id beyond the header's replica table
+    F_BLOCK_KEY = 14      # v2 BLOCK_KEYS: a block key of 0 or above 2**63 - 1
 FAULT_N_BLOCKS = F_N_BLOCKS
 FAULT_TYPE_ID = F_TYPE_ID
 FAULT_USER_ID = F_USER_ID
@@ -52,6 +58,9 @@ FAULT_SESSION_NEXT = F_SESSION_NEXT
 FAULT_BLOCK_ID = F_BLOCK_ID
 FAULT_NEXT_ACCESS = F_NEXT_ACCESS
 FAULT_DELTA = F_DELTA
+FAULT_ARRIVAL_TIME = F_ARRIVAL_TIME
+FAULT_REPLICA_ID = F_REPLICA_ID
+FAULT_BLOCK_KEY = F_BLOCK_KEY
 
 cdef int64_t I64_MAX = 0x7FFFFFFFFFFFFFFF
 
@@ -60,13 +69,16 @@ cdef class RequestParser:
     """Parse whole requests of an lcp stream into batch arrays, checking every rule of the format
     a damaged plain file can break (a ``.lcp.zst`` has zstd checksums; a ``.lcp`` only these).
 
+    Records are ``record_size`` bytes in the file (68: v1, 80: v2) and 80 in ``rec_out`` (a v1
+    record gets ``arrival_time_us`` -1 and ``replica_id`` 0).
     Per request: ``n_blocks <= max_blocks``; ``type_id <= n_types``; ``user_id <= max_user``;
-    both times ``>= -1``; with ``check_times`` a known complete time lies in ``t_first..t_last``;
+    all times ``>= -1``; ``replica_id <= n_replicas`` (v2); with ``check_times`` a known complete time lies in ``t_first..t_last``;
     with ``sorted`` complete times never decrease (across calls: :attr:`last_time`); with
     ``has_session_next`` ``session_next_req`` is -1 or a later request, at most ``max_requests``.
     Per entry: the block id is in ``1..max_id`` (``max_id <= 0``: ``1..2**63 - 1``); with
     ``has_next`` the next access is -1 or after the entry's own vtime and at most ``max_vtime``;
-    without it every delta is 0.
+    with ``block_keys`` (v2) the second field is the block's key, in ``1..2**63 - 1``, stored
+    in ``keys`` (and the next access is -1); otherwise every delta is 0.
 
     Requests consumed so far leave their largest block id, user id and block count and their
     smallest and largest complete time in the ``*_seen`` attributes, for the checks against the
@@ -81,9 +93,11 @@ cdef class RequestParser:
     entry and rule.
     """
 
-    cdef bint has_next, has_session_next, sorted, check_times
+    cdef bint has_next, has_session_next, sorted, check_times, block_keys
     cdef uint64_t id_limit
     cdef int64_t max_blocks, n_types, max_user, t_first, t_last, max_vtime, max_requests
+    cdef Py_ssize_t record_size
+    cdef uint32_t n_replicas
     cdef public int64_t last_time
     cdef public uint64_t max_id_seen
     cdef public uint32_t max_user_seen, max_blocks_seen
@@ -97,7 +111,15 @@ cdef class RequestParser:
                  int64_t n_types, int64_t max_user=0xFFFFFFFF, bint sorted=False,
                  bint check_times=False, int64_t t_first=0, int64_t t_last=0,
                  bint has_session_next=False, int64_t max_vtime=I64_MAX,
-                 int64_t max_requests=I64_MAX):
+                 int64_t max_requests=I64_MAX, Py_ssize_t record_size=RECORD_SIZE,
+                 uint32_t n_replicas=0, bint block_keys=False):
+        if record_size != RECORD_SIZE and record_size != RECORD_SIZE_V2:
+            raise ValueError(f"record size {record_size} (lcp records are 68 or 80 bytes)")
+        if block_keys and (has_next or record_size != RECORD_SIZE_V2):
+            raise ValueError("block keys need lcp v2 and no next accesses")
+        self.record_size = record_size
+        self.n_replicas = n_replicas
+        self.block_keys = block_keys
         self.has_next = has_next
         self.id_limit = <uint64_t>max_id if max_id > 0 else <uint64_t>I64_MAX
         self.max_blocks = max_blocks
@@ -123,7 +145,8 @@ cdef class RequestParser:
 
     def parse(self, const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end,
               uint8_t[::1] rec_out, int64_t[::1] offsets, int64_t[::1] ids, int64_t[::1] nxt,
-              Py_ssize_t n_req, Py_ssize_t n_ent, int64_t req0, int64_t vtime0):
+              Py_ssize_t n_req, Py_ssize_t n_ent, int64_t req0, int64_t vtime0,
+              int64_t[::1] keys=None):
         """Parse whole requests from ``buf[pos:end]`` into the batch arrays after their first
         ``n_req`` requests / ``n_ent`` entries.
 
@@ -132,7 +155,8 @@ cdef class RequestParser:
         pos, status, detail)``: the new fill levels, the byte position after the last whole
         request parsed, a ``PARSE_*`` status, and for PARSE_TOO_BIG the request's block count.
         ``next_access`` values are the running sum of the deltas (absolute vtimes), or -1
-        without ``has_next``.
+        without ``has_next``; with ``block_keys``, ``keys`` (as long as ``ids``) gets each
+        entry's key.
         """
         cdef Py_ssize_t cap_req = offsets.shape[0] - 1
         cdef Py_ssize_t cap_ent = ids.shape[0]
@@ -153,9 +177,16 @@ cdef class RequestParser:
         cdef uint64_t id_limit = self.id_limit
         cdef int64_t max_vtime = self.max_vtime
         cdef int64_t last = self.last_time
+        cdef Py_ssize_t rsize = self.record_size
+        cdef bint v2 = rsize == RECORD_SIZE_V2
+        cdef bint with_keys = self.block_keys
+        cdef int64_t t_arrival = -1
+        cdef uint32_t replica = 0
+        if with_keys and (keys is None or keys.shape[0] < ids.shape[0]):
+            raise ValueError("a parser of block keys needs a keys array as long as the ids")
         with nogil:
             while True:
-                if end - pos < RECORD_SIZE:
+                if end - pos < rsize:
                     status = S_NEED_INPUT
                     break
                 memcpy(&nb, &buf[pos + N_BLOCKS_OFFSET], 4)
@@ -167,7 +198,7 @@ cdef class RequestParser:
                     status = S_TOO_BIG if n_req == 0 else S_BATCH_FULL
                     fval = nb
                     break
-                if end - pos < RECORD_SIZE + <Py_ssize_t>nb * ENTRY_SIZE:
+                if end - pos < rsize + <Py_ssize_t>nb * ENTRY_SIZE:
                     status = S_NEED_INPUT
                     break
                 # -- the record's fields ----------------------------------------------------
@@ -176,6 +207,9 @@ cdef class RequestParser:
                 memcpy(&snext, &buf[pos + 40], 8)
                 memcpy(&user, &buf[pos + 48], 4)
                 memcpy(&tid, &buf[pos + 66], 2)
+                if v2:
+                    memcpy(&t_arrival, &buf[pos + ARRIVAL_OFFSET], 8)
+                    memcpy(&replica, &buf[pos + REPLICA_OFFSET], 4)
                 if tid > self.n_types:
                     fault = F_TYPE_ID
                     ufval = tid
@@ -188,6 +222,12 @@ cdef class RequestParser:
                 elif t_done < -1:
                     fault = F_COMPLETE_TIME
                     fval = t_done
+                elif v2 and t_arrival < -1:
+                    fault = F_ARRIVAL_TIME
+                    fval = t_arrival
+                elif v2 and replica > self.n_replicas:
+                    fault = F_REPLICA_ID
+                    ufval = replica
                 elif self.check_times and t_done != -1 and (t_done < self.t_first
                                                             or t_done > self.t_last):
                     fault = F_TIME_RANGE
@@ -202,7 +242,7 @@ cdef class RequestParser:
                 if fault != F_NONE:
                     break
                 # -- the entries ------------------------------------------------------------
-                k = pos + RECORD_SIZE
+                k = pos + rsize
                 urun = 0
                 bad = 0
                 req_hi = 0
@@ -219,13 +259,19 @@ cdef class RequestParser:
                                 | ((run <= vtime0 + j) & (run != -1)))
                         k += ENTRY_SIZE
                 else:
+                    # NOTE: the second field is a key (BLOCK_KEYS) or a delta that must be 0; the
+                    # test is loop-invariant, so the compiler keeps two loops
                     for j in range(n_ent, n_ent + nb):
                         memcpy(&ubid, &buf[k], 8)
                         memcpy(&udelta, &buf[k + 8], 8)
                         ids[j] = <int64_t>ubid
                         req_hi = ubid if ubid > req_hi else req_hi
                         nxt[j] = -1
-                        bad |= (ubid - 1 >= id_limit) | (udelta != 0)
+                        if with_keys:
+                            keys[j] = <int64_t>udelta
+                            bad |= (ubid - 1 >= id_limit) | (udelta - 1 >= <uint64_t>I64_MAX)
+                        else:
+                            bad |= (ubid - 1 >= id_limit) | (udelta != 0)
                         k += ENTRY_SIZE
                 if bad:
                     # find the first entry at fault (a damaged request only)
@@ -238,15 +284,22 @@ cdef class RequestParser:
                             if nxt[j] > max_vtime or (nxt[j] <= v and nxt[j] != -1):
                                 fault = F_NEXT_ACCESS
                                 fval = nxt[j]
+                        elif with_keys:
+                            if <uint64_t>keys[j] - 1 >= <uint64_t>I64_MAX:
+                                fault = F_BLOCK_KEY
+                                ufval = <uint64_t>keys[j]
                         else:
-                            memcpy(&fval, &buf[pos + RECORD_SIZE + (j - n_ent) * ENTRY_SIZE + 8], 8)
+                            memcpy(&fval, &buf[pos + rsize + (j - n_ent) * ENTRY_SIZE + 8], 8)
                             if fval != 0:
                                 fault = F_DELTA
                         if fault != F_NONE:
                             fentry = j - n_ent
                             break
                     break
-                memcpy(&rec_out[n_req * RECORD_SIZE], &buf[pos], RECORD_SIZE)
+                memcpy(&rec_out[n_req * RECORD_SIZE_V2], &buf[pos], rsize)
+                if not v2:
+                    memcpy(&rec_out[n_req * RECORD_SIZE_V2 + ARRIVAL_OFFSET], &t_arrival, 8)
+                    memcpy(&rec_out[n_req * RECORD_SIZE_V2 + REPLICA_OFFSET], &replica, 4)
                 last = t_done
                 if req_hi > hi_id:
                     hi_id = req_hi
@@ -273,7 +326,8 @@ cdef class RequestParser:
             self.fault = fault
             self.entry = fentry
             self.previous = last
-            if fault in (F_N_BLOCKS, F_TYPE_ID, F_USER_ID, F_BLOCK_ID):
+            if fault in (F_N_BLOCKS, F_TYPE_ID, F_USER_ID, F_BLOCK_ID, F_REPLICA_ID,
+                         F_BLOCK_KEY):
                 self.value = ufval
             else:
                 self.value = fval
@@ -281,19 +335,25 @@ cdef class RequestParser:
 
 
 def pack_requests(const uint8_t[::1] rec, const int64_t[::1] offsets, const int64_t[::1] ids,
-                  const int64_t[::1] nxt, bint has_next, uint8_t[::1] out):
-    """Write requests as lcp bytes (record, then entries with running-difference next access)
-    into ``out`` (``68 * n + 16 * m`` bytes).  Returns the number of bytes written."""
+                  const int64_t[::1] nxt, bint has_next, uint8_t[::1] out,
+                  Py_ssize_t record_size=RECORD_SIZE, const int64_t[::1] keys=None):
+    """Write requests as lcp bytes (record, then entries with running-difference next access,
+    or with ``keys`` each entry's block key) into ``out`` (``record_size * n + 16 * m``
+    bytes).  ``rec`` holds 80-byte in-memory records; a v1 file (``record_size`` 68) takes the
+    first 68 bytes of each.  Returns the number of bytes written."""
     cdef Py_ssize_t n = offsets.shape[0] - 1
     cdef Py_ssize_t i, j, pos = 0
     cdef int64_t prev, d, bid
     cdef uint32_t nb
+    cdef bint with_keys = keys is not None
+    if record_size != RECORD_SIZE and record_size != RECORD_SIZE_V2:
+        raise ValueError(f"record size {record_size} (lcp records are 68 or 80 bytes)")
     with nogil:
         for i in range(n):
-            memcpy(&out[pos], &rec[i * RECORD_SIZE], RECORD_SIZE)
+            memcpy(&out[pos], &rec[i * RECORD_SIZE_V2], record_size)
             nb = <uint32_t>(offsets[i + 1] - offsets[i])
             memcpy(&out[pos + N_BLOCKS_OFFSET], &nb, 4)
-            pos += RECORD_SIZE
+            pos += record_size
             prev = 0
             for j in range(offsets[i], offsets[i + 1]):
                 bid = ids[j]
@@ -301,6 +361,8 @@ def pack_requests(const uint8_t[::1] rec, const int64_t[::1] offsets, const int6
                 if has_next:
                     d = nxt[j] - prev
                     prev = nxt[j]
+                elif with_keys:
+                    d = keys[j]
                 else:
                     d = 0
                 memcpy(&out[pos + 8], &d, 8)

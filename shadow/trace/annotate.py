@@ -24,7 +24,7 @@ import numpy as np
 
 from shadow.trace import _lcp
 from shadow.trace.batch import Batch
-from shadow.trace.format import RECORD_DTYPE
+from shadow.trace.format import empty_records
 from shadow.trace.sessions import (DEFAULT_SESSION_WINDOW, derive_chains, infer_sessions as
                                    infer_from_prefixes, link_session_next)
 
@@ -40,6 +40,16 @@ class TraceArrays:
     type_names: list[str] = field(default_factory=list)
     block_size_tokens: int = 0
     annotated: bool = False
+    #: the replicas ``records["replica_id"]`` names (lcp v2; empty: none)
+    replica_names: list[str] = field(default_factory=list)
+    #: each entry's block key (lcp v2 BLOCK_KEYS), or None
+    block_keys: np.ndarray | None = None
+
+    @property
+    def needs_v2(self) -> bool:
+        """Whether the trace holds what only lcp v2 can: replicas or arrival times."""
+        return bool(self.replica_names) or bool(
+            self.n_requests and (self.records["arrival_time_us"] != -1).any())
 
     @property
     def n_requests(self) -> int:
@@ -100,6 +110,10 @@ def annotate(trace: TraceArrays, *, infer_sessions: bool = False,
         new_ids = np.empty_like(trace.block_ids)
         new_offsets = np.empty_like(trace.offsets)
         _lcp.gather_requests(trace.block_ids, trace.offsets, order, new_ids, new_offsets)
+        if trace.block_keys is not None:
+            new_keys = np.empty_like(trace.block_keys)
+            _lcp.gather_requests(trace.block_keys, trace.offsets, order, new_keys, new_offsets)
+            trace.block_keys = new_keys
         trace.block_ids = new_ids  # NOTE: drop the old ids before allocating next_access
         trace.offsets = new_offsets
         rec = trace.records = rec[order]
@@ -141,7 +155,7 @@ def concat(traces: list[TraceArrays]) -> TraceArrays:
     """Join traces (segments of one recording: one id space, one type table) end to end."""
     if len(traces) == 1:
         return traces[0]
-    records = np.concatenate([t.records for t in traces]) if traces else np.zeros(0, RECORD_DTYPE)
+    records = np.concatenate([t.records for t in traces]) if traces else empty_records(0)
     lengths = np.concatenate([np.diff(t.offsets) for t in traces])
     offsets = np.zeros(lengths.shape[0] + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
@@ -151,4 +165,6 @@ def concat(traces: list[TraceArrays]) -> TraceArrays:
         if len(t.type_names) > len(names):
             names = list(t.type_names)
     bs = next((t.block_size_tokens for t in traces if t.block_size_tokens), 0)
-    return TraceArrays(records, offsets, ids, None, names, bs)
+    keys = (np.concatenate([t.block_keys for t in traces])
+            if all(t.block_keys is not None for t in traces) else None)
+    return TraceArrays(records, offsets, ids, None, names, bs, block_keys=keys)

@@ -12,6 +12,9 @@ One event shape serves offline replay and the live connector: a request is its r
 * ``first_request`` index (0-based, file order) of the batch's first request
 * ``first_vtime``  vtime (1-based) of the batch's first entry, i.e. the number of entries before
   it plus one
+* ``block_keys``   ``int64[m]`` or None: each entry's block key (lcp v2 BLOCK_KEYS: a keyed
+  63-bit digest, equal across the replicas of a fleet exactly when vLLM's block hashes are);
+  None when the trace has none
 
 Invariant: ``offsets[0] == 0``, ``offsets[-1] == m``, ``diff(offsets) == records["n_blocks"]``.
 """
@@ -22,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shadow.trace.format import RECORD_DTYPE
+from shadow.trace.format import empty_records
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,7 @@ class Batch:
     next_access: np.ndarray
     first_request: int = 0
     first_vtime: int = 1
+    block_keys: np.ndarray | None = None
 
     @property
     def n_requests(self) -> int:
@@ -61,9 +65,6 @@ class Batch:
         else:
             nxt = np.asarray([x for r in next_access for x in r], dtype=np.int64).reshape(-1)
         if records is None:
-            records = np.zeros(n, dtype=RECORD_DTYPE)
-            for f in ("start_time_us", "complete_time_us", "chat_id", "parent_chat_id",
-                      "session_id", "session_next_req"):
-                records[f] = -1
+            records = empty_records(n)
             records["n_blocks"] = lengths
         return cls(records, offsets, block_ids, nxt, first_request, first_vtime)

@@ -79,6 +79,8 @@ def convert(paths: tuple[str, ...], block_id: str, allow_truncated: bool, time_u
                      f" {summary['n_users']:,} users, {summary['n_types']} types,"
                      f" max {summary['max_blocks_per_request']:,} blocks/request,"
                      f" {summary['block_size_tokens']} tokens/block")
+    if summary.get("replicas"):
+        parts.append(f"{len(summary['replicas'])} replicas ({', '.join(summary['replicas'])})")
     click.echo(", ".join(parts))
 
 

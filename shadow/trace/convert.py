@@ -9,6 +9,8 @@ Inputs are told apart by content (:func:`shadow.trace.header.sniff`), outputs by
 * lcp segments (a live recording, possibly truncated ``.partial`` files) -> lcp: joined in the
   given order, then sorted and annotated like JSONL input.  Segments share one id space, so ids
   are kept (only renumbered to first-appearance order when sorting changed that order).
+* the recordings of several replicas -> one fleet trace (lcp v2): ids unified through the
+  block keys, each request keeping its replica (:mod:`shadow.trace.fleet`).
 
 The output goes through :mod:`shadow.atomic`: a ``.tmp-`` temporary beside it, fsynced and renamed
 when complete.  Whether it can be written is checked before the input is read (a missing, non-
@@ -27,8 +29,9 @@ import numpy as np
 from shadow import __version__
 from shadow.atomic import atomic_path, check_writable, create_temp, discard
 from shadow.errors import ShadowError, TraceFormatError
-from shadow.trace.annotate import TraceArrays, annotate, concat
-from shadow.trace.format import FLAG_COUNTS_VALID, RECORD_DTYPE
+from shadow.trace.annotate import TraceArrays, annotate
+from shadow.trace.fleet import join
+from shadow.trace.format import FLAG_COUNTS_VALID, VERSION_1, VERSION_2, empty_records
 from shadow.trace.header import LcpHeader, sniff
 from shadow.trace.jsonl import JsonlReader, write_jsonl
 from shadow.trace.reader import LcpReader
@@ -87,7 +90,9 @@ def header_for(trace: TraceArrays, producer: str) -> LcpHeader:
         n_users=int(rec["user_id"].max()) if trace.n_requests else 0,
         first_complete_time_us=int(ct.min()) if trace.n_requests else 0,
         last_complete_time_us=int(ct.max()) if trace.n_requests else 0,
-        type_names=list(trace.type_names), producer=producer)
+        type_names=list(trace.type_names), producer=producer,
+        replica_names=list(trace.replica_names),
+        version=VERSION_2 if trace.needs_v2 else VERSION_1)
 
 
 def write_lcp(trace: TraceArrays, path: str, *, producer: str, compress: bool | None = None,
@@ -100,7 +105,9 @@ def write_lcp(trace: TraceArrays, path: str, *, producer: str, compress: bool | 
                       type_names=trace.type_names, compress=compress, level=level,
                       frame_bytes=frame_bytes,
                       has_next_access=trace.annotated, has_session_next=trace.annotated,
-                      sorted=trace.annotated, temp_path=str(tmp))
+                      sorted=trace.annotated, temp_path=str(tmp),
+                      replica_names=trace.replica_names,
+                      version=VERSION_2 if trace.needs_v2 else VERSION_1)
     except BaseException:
         discard(tmp)   # NOTE: a type table the header cannot hold fails before the writer opens it
         raise
@@ -116,23 +123,29 @@ def write_lcp(trace: TraceArrays, path: str, *, producer: str, compress: bool | 
 
 
 def load_lcp(path: str, *, allow_truncated: bool = False) -> TraceArrays:
-    """Read a whole lcp file into memory (ids as stored)."""
+    """Read a whole lcp file into memory (ids as stored; block keys and replica names kept)."""
     with LcpReader(path, allow_truncated=allow_truncated) as r:
         batches = list(r)
         header = r.header
+    keys = None
     if batches:
         records = np.concatenate([b.records for b in batches])
         lengths = records["n_blocks"].astype(np.int64)
         ids = np.concatenate([b.block_ids for b in batches])
+        if header.has_block_keys:
+            keys = np.concatenate([b.block_keys for b in batches])
     else:
-        records = np.zeros(0, dtype=RECORD_DTYPE)
+        records = empty_records(0)
         lengths = np.zeros(0, dtype=np.int64)
         ids = np.zeros(0, dtype=np.int64)
+        if header.has_block_keys:
+            keys = np.zeros(0, dtype=np.int64)
     del batches
     offsets = np.zeros(lengths.shape[0] + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     return TraceArrays(records, offsets, ids, None, list(header.type_names),
-                       header.block_size_tokens)
+                       header.block_size_tokens, replica_names=list(header.replica_names),
+                       block_keys=keys)
 
 
 def load_trace(inputs: Sequence[str], *, block_id: str = "prefix", time_unit: str = "auto",
@@ -152,16 +165,13 @@ def load_trace(inputs: Sequence[str], *, block_id: str = "prefix", time_unit: st
         if block_id == "raw":
             raise ShadowError("--block-id raw applies to JSONL input only (lcp ids are already"
                               " prefix-interned)")
-        parts = []
-        for p in inputs:
-            part = load_lcp(p, allow_truncated=allow_truncated or str(p).endswith(".partial"))
-            if parts:
-                a, b = parts[0].type_names, part.type_names
-                if a[:len(b)] != b[:len(a)]:
-                    raise ShadowError(f"{p}: request type table {b} differs from the first"
-                                      f" segment's {a}")
-            parts.append(part)
-        trace = concat(parts)
+        parts = [load_lcp(p, allow_truncated=allow_truncated or str(p).endswith(".partial"))
+                 for p in inputs]
+        trace, fleet = join(parts, inputs)
+        del parts
+        if fleet and not infer_sessions:
+            # NOTE: each replica numbered its sessions by its own positions (fleet.join)
+            infer_sessions = True
         if block_size_tokens:
             trace.block_size_tokens = block_size_tokens
     return annotate(trace, infer_sessions=infer_sessions, session_window=session_window,
@@ -218,4 +228,5 @@ def convert_file(inputs: str | Sequence[str], output: str, *, block_id: str = "p
             "n_unique_blocks": header.n_unique_blocks, "n_sessions": header.n_sessions,
             "n_users": header.n_users, "n_types": header.n_types,
             "max_blocks_per_request": header.max_blocks_per_request,
-            "block_size_tokens": header.block_size_tokens}
+            "block_size_tokens": header.block_size_tokens,
+            "replicas": list(header.replica_names)}

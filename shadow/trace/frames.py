@@ -9,7 +9,8 @@ decode several at once.  Layout of one index entry (docs/lcp.md, "Frame index"):
     | u64 compressed_size | u64 decompressed_size | u64 n_requests | u64 n_entries
     | u32 crc32 of the 40 bytes from the tag | u32 0
 
-Invariant: ``decompressed_size == 68 * n_requests + 16 * n_entries``; ``compressed_size == 0``
+Invariant: ``decompressed_size == R * n_requests + 16 * n_entries`` (R the file's record size: 68
+in lcp v1, 80 in v2); ``compressed_size == 0``
 marks the frame a writer had open when it stopped (crash): such a frame is read by the ordinary
 streaming decoder.
 """
@@ -52,10 +53,11 @@ def pack_entry(e: FrameEntry) -> bytes:
                        zlib.crc32(body), 0)
 
 
-def parse_entry(raw: bytes) -> FrameEntry | None:
+def parse_entry(raw: bytes, record_size: int = RECORD_SIZE) -> FrameEntry | None:
     """The entry in ``raw`` (FRAME_INDEX_SIZE bytes), or None when ``raw`` is not one of ours
     (another frame, a short read at the end of the file).  Raise :class:`FrameIndexError` when
-    it is ours but fails its checksum or its size invariant."""
+    it is ours but fails its checksum or its size invariant (records of ``record_size``
+    bytes)."""
     if len(raw) < FRAME_INDEX_SIZE or raw[:4] != FRAME_INDEX_MAGIC:
         return None
     magic, size, tag, csize, dsize, nreq, nent, crc, _ = _ENTRY.unpack(raw[:FRAME_INDEX_SIZE])
@@ -63,7 +65,7 @@ def parse_entry(raw: bytes) -> FrameEntry | None:
         return None
     if zlib.crc32(raw[8:48]) != crc:
         raise FrameIndexError("checksum mismatch")
-    if dsize != RECORD_SIZE * nreq + ENTRY_SIZE * nent:
-        raise FrameIndexError(f"decompressed size {dsize} is not 68 x {nreq} requests + 16 x"
-                              f" {nent} entries")
+    if dsize != record_size * nreq + ENTRY_SIZE * nent:
+        raise FrameIndexError(f"decompressed size {dsize} is not {record_size} x {nreq} requests"
+                              f" + 16 x {nent} entries")
     return FrameEntry(csize, dsize, nreq, nent)

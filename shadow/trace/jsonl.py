@@ -44,7 +44,7 @@ from shadow.errors import ShadowError
 from shadow.trace import _lcp, _scan
 from shadow.trace.annotate import TraceArrays
 from shadow.trace.batch import Batch
-from shadow.trace.format import MAX_TYPES, RECORD_DTYPE
+from shadow.trace.format import MAX_TYPES, empty_records
 from shadow.trace.header import LcpHeader
 
 logger = logging.getLogger(__name__)
@@ -299,7 +299,7 @@ class JsonlReader:
         n = lengths.shape[0]
         offsets = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        rec = np.zeros(n, dtype=RECORD_DTYPE)
+        rec = empty_records(n)
         rec["n_blocks"] = lengths
         for k, col in zip(_INT_FIELDS, _INT_COLS):
             rec[k] = rows[:, col]
@@ -395,7 +395,8 @@ def write_jsonl(batches: Iterable[Batch], header: LcpHeader, path: str) -> int:
                 offs = b.offsets
                 lines = []
                 for i, r in enumerate(recs):
-                    (start, comp, chat, parent, sess, _snext, user, _nb, il, ol, turn, tid) = r
+                    (start, comp, chat, parent, sess, _snext, user, _nb, il, ol, turn, tid,
+                     _arrival, replica) = r
                     d: dict[str, Any] = {}
                     if comp >= 0:
                         d["timestamp"] = _fmt_time(comp)
@@ -415,6 +416,8 @@ def write_jsonl(batches: Iterable[Batch], header: LcpHeader, path: str) -> int:
                         d["turn"] = turn
                     if tid:
                         d["type"] = header.type_name(tid)
+                    if replica:
+                        d["replica"] = header.replica_name(replica)
                     d["hash_ids"] = ids[offs[i]:offs[i + 1]].tolist()
                     lines.append(dumps(d))
                 lines.append(b"")

@@ -205,8 +205,10 @@ class _FrameDecoder:
     without index.
     """
 
-    def __init__(self, f, threads: int, direct: bool | None = None) -> None:
+    def __init__(self, f, threads: int, direct: bool | None = None,
+                 record_size: int = RECORD_SIZE) -> None:
         self._f = f
+        self._record_size = record_size
         self._fd = f.fileno()
         self._size = os.fstat(self._fd).st_size
         self._depth = 2 * threads
@@ -256,7 +258,7 @@ class _FrameDecoder:
             if pos >= self._size:
                 return None
             try:
-                e = parse_entry(os.pread(self._fd, FRAME_INDEX_SIZE, pos))
+                e = parse_entry(os.pread(self._fd, FRAME_INDEX_SIZE, pos), self._record_size)
             except FrameIndexError as exc:
                 pending.append(("damaged", pos, f"corrupt lcp frame index at file byte {pos}"
                                                 f" ({exc})", None, None))
@@ -371,6 +373,8 @@ class LcpReader:
                                else max(0, int(decode_threads)))
         self.n_frames_parallel = 0
         self.header = read_header(self.path)
+        self._rec_size = self.header.record_size
+        self._keys_on = self.header.has_block_keys
         self.n_requests = 0
         self.n_entries = 0
         self.truncated = False
@@ -402,12 +406,13 @@ class LcpReader:
         if arrays is None:
             rec = np.empty(self.batch_requests, dtype=RECORD_DTYPE)
             arrays = (rec, np.empty(self.batch_requests + 1, dtype=np.int64),
-                      np.empty(n_entries, dtype=np.int64), np.empty(n_entries, dtype=np.int64))
+                      np.empty(n_entries, dtype=np.int64), np.empty(n_entries, dtype=np.int64),
+                      np.empty(n_entries if self._keys_on else 0, dtype=np.int64))
             if n_entries <= self.batch_entries:
                 self._pool.append(arrays)
                 if len(self._pool) > 3:
                     self._pool.pop(0)
-        self._records, self._offsets, self._ids, self._nxt = arrays
+        self._records, self._offsets, self._ids, self._nxt, self._keys = arrays
         self._rec_u8 = self._records.view(np.uint8)
         self._offsets[0] = 0
         self._n_req = 0
@@ -416,10 +421,12 @@ class LcpReader:
     def _take(self) -> Batch:
         n, m = self._n_req, self._n_ent
         batch = Batch(self._records[:n], self._offsets[:n + 1], self._ids[:m], self._nxt[:m],
-                      first_request=self.n_requests, first_vtime=self.n_entries + 1)
+                      first_request=self.n_requests, first_vtime=self.n_entries + 1,
+                      block_keys=self._keys[:m] if self._keys_on else None)
         self.n_requests += n
         self.n_entries += m
         self._records = self._offsets = self._ids = self._nxt = self._rec_u8 = None
+        self._keys = None
         self._alloc(self.batch_entries)
         return batch
 
@@ -439,7 +446,8 @@ class LcpReader:
             sorted=h.is_sorted, check_times=valid, t_first=h.first_complete_time_us,
             t_last=h.last_complete_time_us, has_session_next=h.has_session_next,
             max_vtime=min(h.n_block_accesses, _I64) if valid else _I64,
-            max_requests=min(h.n_requests, _I64) if valid else _I64)
+            max_requests=min(h.n_requests, _I64) if valid else _I64,
+            record_size=self._rec_size, n_replicas=h.n_replicas, block_keys=h.has_block_keys)
 
     def _corrupt(self, p: _lcp.RequestParser, offset: int) -> TraceFormatError:
         """The error for the request at stream ``offset`` that ``p`` refused: what is wrong,
@@ -449,7 +457,7 @@ class LcpReader:
         v = p.value
         where = f"request index {index}"
         if p.entry >= 0:
-            where += f", entry {p.entry} (byte offset {offset + RECORD_SIZE + 16 * p.entry})"
+            where += f", entry {p.entry} (byte offset {offset + self._rec_size + 16 * p.entry})"
         f = p.fault
         if f == _lcp.FAULT_N_BLOCKS:
             if v > h.max_blocks_per_request and h.counts_valid:
@@ -461,9 +469,14 @@ class LcpReader:
             what = f"type id {v} beyond the header's {h.n_types} request types"
         elif f == _lcp.FAULT_USER_ID:
             what = f"user id {v} above the header's {h.n_users} users"
-        elif f in (_lcp.FAULT_START_TIME, _lcp.FAULT_COMPLETE_TIME):
-            name = "start_time_us" if f == _lcp.FAULT_START_TIME else "complete_time_us"
+        elif f in (_lcp.FAULT_START_TIME, _lcp.FAULT_COMPLETE_TIME, _lcp.FAULT_ARRIVAL_TIME):
+            name = {_lcp.FAULT_START_TIME: "start_time_us",
+                    _lcp.FAULT_COMPLETE_TIME: "complete_time_us"}.get(f, "arrival_time_us")
             what = f"{name} {v} is below -1 (times are >= 0, or -1 unknown)"
+        elif f == _lcp.FAULT_REPLICA_ID:
+            what = f"replica id {v} beyond the header's {h.n_replicas} replicas"
+        elif f == _lcp.FAULT_BLOCK_KEY:
+            what = f"block key {v} out of range 1..{_I64}"
         elif f == _lcp.FAULT_TIME_RANGE:
             what = (f"complete_time_us {v} outside the header's {h.first_complete_time_us}.."
                     f"{h.last_complete_time_us}")
@@ -491,7 +504,8 @@ class LcpReader:
         while True:
             self._n_req, self._n_ent, pos, st, detail = p.parse(
                 buf, pos, end, self._rec_u8, self._offsets, self._ids, self._nxt,
-                self._n_req, self._n_ent, self.n_requests, self.n_entries + 1)
+                self._n_req, self._n_ent, self.n_requests, self.n_entries + 1,
+                self._keys if self._keys_on else None)
             if st == _lcp.PARSE_NEED_INPUT:
                 return pos
             if st == _lcp.PARSE_BATCH_FULL:
@@ -505,7 +519,8 @@ class LcpReader:
         f, compressed = _open_stream(self.path)
         fd: _FrameDecoder | None = None
         if compressed and self.prefetch and self.decode_threads and has_frame_index(f):
-            fd = _FrameDecoder(f, min(self.decode_threads, _MAX_DECODE_THREADS))
+            fd = _FrameDecoder(f, min(self.decode_threads, _MAX_DECODE_THREADS),
+                               record_size=self._rec_size)
             chunks_it = fd.chunks()
             pf = None
         else:
@@ -550,13 +565,14 @@ class LcpReader:
                     base = HEADER_SIZE
                     header_done = True
                 cpos = 0
+                rsize = self._rec_size
                 # finish the request that straddles the previous chunk boundary
                 while tail:
-                    if len(tail) < RECORD_SIZE:
-                        need = RECORD_SIZE
+                    if len(tail) < rsize:
+                        need = rsize
                     else:
                         nb = int.from_bytes(tail[52:56], "little")
-                        need = RECORD_SIZE + 16 * nb
+                        need = rsize + 16 * nb
                     take = need - len(tail)
                     if take > len(chunk) - cpos:
                         tail += chunk[cpos:]
@@ -564,7 +580,7 @@ class LcpReader:
                         break
                     piece = bytes(tail) + chunk[cpos:cpos + take]
                     cpos += take
-                    if need == RECORD_SIZE and nb_unknown(piece):
+                    if need == rsize and nb_unknown(piece):
                         tail = bytearray(piece)
                         continue
                     used = yield from self._feed(piece, 0, len(piece), base)
@@ -652,5 +668,5 @@ def _max_blocks(h: LcpHeader) -> int:
 
 
 def nb_unknown(piece: bytes) -> bool:
-    """True when a 68-byte piece is a record whose entries still have to be collected."""
+    """True when a record-sized piece is a record whose entries still have to be collected."""
     return int.from_bytes(piece[52:56], "little") > 0

@@ -44,6 +44,7 @@ def trace_stats(path: str, *, allow_truncated: bool = False, block_id: str = "pr
         hist = np.zeros(_lcp.hist_size(), dtype=np.int64)
         n_reuse = 0
         sum_reuse = 0
+        per_replica = np.zeros(len(h.replica_names) + 1, dtype=np.int64)
         for b in tr:
             n = b.n_requests
             if n == 0:
@@ -58,6 +59,8 @@ def trace_stats(path: str, *, allow_truncated: bool = False, block_id: str = "pr
             s = rec["session_id"]
             sessions.update(np.unique(s[s >= 0]).tolist())
             type_ids.update(np.unique(rec["type_id"]).tolist())
+            if per_replica.shape[0] > 1:
+                per_replica += np.bincount(rec["replica_id"], minlength=per_replica.shape[0])
             ct = rec["complete_time_us"]
             ct = ct[ct >= 0]
             if ct.shape[0]:
@@ -90,6 +93,9 @@ def trace_stats(path: str, *, allow_truncated: bool = False, block_id: str = "pr
         "reuse_distance": None,
         "producer": h.producer,
         "truncated": truncated,
+        # NOTE: lcp v2: requests per replica, in the header's table order
+        "replicas": {name: int(per_replica[k]) for k, name in
+                     enumerate(h.replica_names, 1)},
     }
     if h.has_next_access:
         out["reuse_distance"] = {
@@ -122,6 +128,9 @@ def format_stats(s: dict[str, Any]) -> str:
                      f" {s['first_complete_time_us']} us to {s['last_complete_time_us']} us)")
     else:
         lines.append("  time span              unknown")
+    if s["replicas"]:
+        lines.append("  replicas               " + ", ".join(
+            f"{name} {n:,}" for name, n in s["replicas"].items()) + " requests")
     lines.append(f"  infinite-cache hit     {s['infinite_cache_hit_ratio']:.6f}")
     rd = s["reuse_distance"]
     if rd is None:

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from shadow.trace.annotate import TraceArrays, annotate
-from shadow.trace.format import RECORD_DTYPE
+from shadow.trace.format import empty_records
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,7 @@ def generate(p: SynthParams) -> tuple[TraceArrays, dict[str, Any]]:
             hist.append((ids, total, chat, turn))
             now = done + rng.exponential(t.think_s)
     n = len(rows)
-    rec = np.zeros(n, dtype=RECORD_DTYPE)
+    rec = empty_records(n)
     if n:
         cols = list(zip(*rows))
         for f, c in zip(("start_time_us", "complete_time_us", "chat_id", "parent_chat_id",

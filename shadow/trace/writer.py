@@ -30,6 +30,7 @@ from shadow.atomic import commit, discard, output_error
 from shadow.trace import _lcp
 from shadow.trace.batch import Batch
 from shadow.trace.format import (
+    FLAG_BLOCK_KEYS,
     FLAG_COUNTS_VALID,
     FLAG_HAS_NEXT_ACCESS,
     FLAG_HAS_SESSION_NEXT,
@@ -38,6 +39,9 @@ from shadow.trace.format import (
     HEADER_FRAME_PREFIX,
     RECORD_DTYPE,
     RECORD_SIZE,
+    VERSION_1,
+    VERSION_2,
+    empty_records,
 )
 from shadow.trace.frames import FrameEntry, pack_entry
 from shadow.trace.header import LcpHeader
@@ -70,6 +74,11 @@ class LcpWriter:
     about ``frame_bytes`` decompressed bytes (whole requests; a frame ends with the first request
     that reaches the size), each behind a frame index entry; ``frame_bytes=0`` writes the body
     as one frame without index (the layout of files written before the index existed).
+
+    The file is lcp v1 unless it needs v2 (docs/lcp.md "lcp v2"): ``replica_names`` (the
+    replicas ``replica_id`` names), ``block_keys`` (every entry carries its block key instead
+    of a next-access delta; exclusive with ``has_next_access``) or ``version=2`` (records with
+    ``arrival_time_us`` and ``replica_id``).
     """
 
     def __init__(self, path: str, *, block_size_tokens: int = 0, producer: str = "shadow",
@@ -77,7 +86,8 @@ class LcpWriter:
                  level: int = DEFAULT_LEVEL, has_next_access: bool = False,
                  has_session_next: bool = False, sorted: bool = False,
                  temp_path: str | None = None, threads: int = 0,
-                 frame_bytes: int = DEFAULT_FRAME_BYTES) -> None:
+                 frame_bytes: int = DEFAULT_FRAME_BYTES, replica_names: Sequence[str] = (),
+                 block_keys: bool = False, version: int | None = None) -> None:
         self.path = str(path)
         self.temp_path = temp_path or self.path + ".partial"
         self.compress = _wants_zstd(self.path, compress)
@@ -88,9 +98,15 @@ class LcpWriter:
             flags |= FLAG_HAS_SESSION_NEXT
         if sorted:
             flags |= FLAG_SORTED
+        if block_keys:
+            flags |= FLAG_BLOCK_KEYS
+        if version is None:
+            version = VERSION_2 if (replica_names or block_keys) else VERSION_1
         self.header = LcpHeader(block_size_tokens=int(block_size_tokens), flags=flags,
-                                type_names=list(type_names), producer=producer)
-        self.header.pack()  # validate the type table before creating any file
+                                type_names=list(type_names), producer=producer,
+                                replica_names=list(replica_names), version=int(version))
+        self.header.pack()  # validate the tables before creating any file
+        self.record_size = self.header.record_size
         self._n_requests = 0
         self._n_entries = 0
         self._max_id = 0
@@ -143,16 +159,16 @@ class LcpWriter:
             self.abort()
 
     # -- writing ------------------------------------------------------------------------------
-    def write_request(self, record: Any, block_ids, next_access_delta=None) -> None:
-        """Append one request: ``record`` is a RECORD_DTYPE scalar/array of 1 or a dict of fields."""
-        rec = np.zeros(1, dtype=RECORD_DTYPE)
+    def write_request(self, record: Any, block_ids, next_access_delta=None,
+                      block_keys=None) -> None:
+        """Append one request: ``record`` is a RECORD_DTYPE scalar/array of 1 or a dict of
+        fields (those not given unset: :func:`shadow.trace.format.empty_records`)."""
         if isinstance(record, dict):
-            for f in ("start_time_us", "complete_time_us", "chat_id", "parent_chat_id",
-                      "session_id", "session_next_req"):
-                rec[f] = -1
+            rec = empty_records(1)
             for k, v in record.items():
                 rec[k] = v
         else:
+            rec = np.zeros(1, dtype=RECORD_DTYPE)
             rec[0] = record
         ids = np.ascontiguousarray(block_ids, dtype=np.int64).reshape(-1)
         if next_access_delta is None:
@@ -160,22 +176,26 @@ class LcpWriter:
         else:
             nxt = np.cumsum(np.asarray(next_access_delta, dtype=np.int64).reshape(-1))
         offsets = np.array([0, ids.shape[0]], dtype=np.int64)
-        self.write_arrays(rec, offsets, ids, nxt)
+        self.write_arrays(rec, offsets, ids, nxt, block_keys)
 
     def write_batch(self, batch: Batch) -> None:
-        self.write_arrays(batch.records, batch.offsets, batch.block_ids, batch.next_access)
+        self.write_arrays(batch.records, batch.offsets, batch.block_ids, batch.next_access,
+                          batch.block_keys)
 
     def write_arrays(self, records: np.ndarray, offsets: np.ndarray, block_ids: np.ndarray,
-                     next_access: np.ndarray | None = None) -> None:
+                     next_access: np.ndarray | None = None,
+                     block_keys: np.ndarray | None = None) -> None:
         """Append requests given as flat arrays (the :class:`Batch` layout); ``offsets[0]`` may
-        be nonzero (a slice of a larger array); ``next_access`` holds absolute vtimes."""
+        be nonzero (a slice of a larger array); ``next_access`` holds absolute vtimes;
+        ``block_keys`` each entry's key (required when the file has BLOCK_KEYS, else
+        ignored)."""
         try:
-            self._write_arrays(records, offsets, block_ids, next_access)
+            self._write_arrays(records, offsets, block_ids, next_access, block_keys)
         except OSError as exc:
             raise output_error(self.path, exc) from None
 
     def _write_arrays(self, records: np.ndarray, offsets: np.ndarray, block_ids: np.ndarray,
-                      next_access: np.ndarray | None) -> None:
+                      next_access: np.ndarray | None, block_keys: np.ndarray | None) -> None:
         if self._closed:
             raise ValueError("write to a closed LcpWriter")
         records = np.ascontiguousarray(records, dtype=RECORD_DTYPE)
@@ -189,6 +209,14 @@ class LcpWriter:
             nxt = ids  # unused: deltas are written as 0 without HAS_NEXT_ACCESS
         else:
             nxt = np.ascontiguousarray(next_access[lo:hi], dtype=np.int64)
+        keys = None
+        if self.header.has_block_keys:
+            if block_keys is None:
+                raise ValueError("a writer of block keys needs every entry's key")
+            keys = np.ascontiguousarray(block_keys[lo:hi], dtype=np.int64)
+            if keys.shape[0] and int(keys.min()) < 1:
+                raise ValueError(f"block key {int(keys.min())} in an lcp trace (keys are"
+                                 " 1..2**63 - 1)")
         if lo:
             offsets = offsets - lo
         m = hi - lo
@@ -202,13 +230,20 @@ class LcpWriter:
         self._max_user = max(self._max_user, int(records["user_id"].max()))
         s = records["session_id"]
         self._sessions.update(np.unique(s[s >= 0]).tolist())
+        if self.record_size != RECORD_SIZE:
+            top = int(records["replica_id"].max())
+            if top > self.header.n_replicas:
+                raise ValueError(f"replica id {top} beyond the {self.header.n_replicas}"
+                                 " replica names")
         ct = records["complete_time_us"]
         t0, t1 = int(ct.min()), int(ct.max())
         self._t_first = t0 if self._t_first is None else min(self._t_first, t0)
         self._t_last = t1 if self._t_last is None else max(self._t_last, t1)
-        out = np.empty(68 * n + 16 * m, dtype=np.uint8)
+        rsize = self.record_size
+        out = np.empty(rsize * n + 16 * m, dtype=np.uint8)
         _lcp.pack_requests(records.view(np.uint8), offsets, ids, nxt,
-                           self.header.has_next_access and next_access is not None, out)
+                           self.header.has_next_access and next_access is not None, out,
+                           rsize, keys)
         if self._z is None:
             self._f.write(out.data)
         elif not self.frame_bytes:
@@ -221,7 +256,7 @@ class LcpWriter:
     def _write_framed(self, out: np.ndarray, offsets: np.ndarray, n: int) -> None:
         """Write packed requests (``offsets`` from 0) into frames of about frame_bytes."""
         # end of request k in `out`: its record and entries and all before them
-        ends = RECORD_SIZE * np.arange(1, n + 1, dtype=np.int64) + 16 * offsets[1:]
+        ends = self.record_size * np.arange(1, n + 1, dtype=np.int64) + 16 * offsets[1:]
         i, start = 0, 0          # first request / byte not yet written
         while i < n:
             if not self._frame_open:

@@ -179,3 +179,44 @@ def test_cost_model_defaults_to_the_served_models_config(tmp_path, caplog):
         assert parse(None, model_config_json=str(cfg_json)).cost_model == "uniform"
     (rec,) = [r for r in caplog.records if "cost_model uniform" in r.getMessage()]
     assert "'hidden_size'" in rec.getMessage() and "\n" not in rec.getMessage()
+
+
+def test_replica_and_fleet_key(tmp_path):
+    """The replica's name (``@rank`` added under data parallelism; the host's name by default)
+    and the fleet key (a secret, or a file holding it; random per process without either)."""
+    import socket
+
+    from shadow.connector.blockkey import derive_key
+
+    cfg = parse({"replica": "east", "fleet_key": "s3cret"})
+    assert cfg.replica == "east" and cfg.fleet_key == derive_key("s3cret") and cfg.fleet_key_set
+    assert parse({"replica": "east"}, dp_rank=3, dp_size=4).replica == "east@3"
+    assert parse({}).replica == socket.gethostname()[-32:]
+    key_file = tmp_path / "key"
+    key_file.write_text("s3cret\n")
+    assert parse({"fleet_key_file": str(key_file)}).fleet_key == derive_key("s3cret")
+    a, b = parse({}), parse({})
+    assert not a.fleet_key_set and a.fleet_key != b.fleet_key and len(a.fleet_key) == 32
+    assert "s3cret" not in repr(cfg)
+
+
+@pytest.mark.parametrize("extra, where, what", [
+    ({"replica": ""}, "replica", "expected a printable name"),
+    ({"replica": 7}, "replica", "expected a printable name"),
+    ({"replica": "a\nb"}, "replica", "expected a printable name"),
+    ({"replica": "x" * 33}, "replica", "longer than 32 bytes"),
+    ({"fleet_key": ""}, "fleet_key", "non-empty secret"),
+    ({"fleet_key": "a", "fleet_key_file": "/x"}, "fleet_key_file", "not both"),
+    ({"fleet_key_file": "/nonexistent/key"}, "fleet_key_file", "/nonexistent/key"),
+])
+def test_bad_replica_and_fleet_key_name_the_key(extra, where, what):
+    with pytest.raises(ShadowError) as ei:
+        parse(extra)
+    msg = str(ei.value)
+    assert msg.startswith(f"kv_connector_extra_config.{where}: ") and what in msg, msg
+    assert "\n" not in msg
+
+
+def test_a_replica_too_long_with_its_dp_suffix():
+    with pytest.raises(ShadowError, match="longer than 32 bytes with the DP rank suffix"):
+        parse({"replica": "x" * 31}, dp_rank=1, dp_size=2)

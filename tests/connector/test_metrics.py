@@ -18,6 +18,8 @@ from shadow.connector.schema import Payload as P
 from shadow.connector.schema import CACHE_FIELDS, ENGINE_FIELDS, rows_delta, stopped_delta
 
 KEYS = ("vllm|100", "lru|100", "lru|200")
+#: kv_connector_extra_config.replica of the frontends below (every series' ``replica`` label)
+REPLICA = "r-test"
 
 
 def _cumulative(rng: random.Random, n_steps: int) -> list[tuple[tuple[float, ...], ...]]:
@@ -55,11 +57,13 @@ def test_rows_delta_sums_to_cumulative_and_leaves_out_unchanged_caches():
 
 def _config():
     # NOTE: a frontend that cannot tell the engine's block count creates no series up front
-    return SimpleNamespace(kv_transfer_config=SimpleNamespace(kv_connector_extra_config={}),
-                           cache_config=SimpleNamespace(num_gpu_blocks=0, block_size=16))
+    return SimpleNamespace(kv_transfer_config=SimpleNamespace(
+        kv_connector_extra_config={"replica": REPLICA}),
+        cache_config=SimpleNamespace(num_gpu_blocks=0, block_size=16))
 
 
 def _value(name: str, **labels) -> float | None:
+    labels.setdefault("replica", REPLICA)
     return REGISTRY.get_sample_value(name, labels)
 
 
@@ -164,7 +168,8 @@ def test_guessed_series_include_the_stopped_gauge_and_wrong_guesses_go():
 
     types = {Counter: Counter, Gauge: Gauge, Histogram: Histogram}
     ktc = SimpleNamespace(kv_connector_extra_config={"policies": ["lru"],
-                                                     "capacity_factors": [1]})
+                                                     "capacity_factors": [1],
+                                                     "replica": REPLICA})
     cfg = SimpleNamespace(kv_transfer_config=ktc,
                           cache_config=SimpleNamespace(num_gpu_blocks=101, block_size=16))
     prom = ShadowPromMetrics(cfg, types, ["model_name", "engine"], {0: ["g", 0]})
@@ -188,7 +193,8 @@ def test_own_endpoint_serves_the_stopped_gauge():
                P.RECORDING: 0, P.CAPACITY: 100,
                P.STOPPED: {"vllm|100": 0, "lru|100": 1, "lru|200": 0}}
     port = free_port()
-    server = start_endpoint("127.0.0.1", port, ShadowCollector(lambda: payload, "m", "0"))
+    server = start_endpoint("127.0.0.1", port, ShadowCollector(lambda: payload, "m", "0",
+                                                               REPLICA))
     try:
         m = parse_prometheus(http_get(f"http://127.0.0.1:{port}/metrics"))
     finally:
@@ -196,3 +202,38 @@ def test_own_endpoint_serves_the_stopped_gauge():
     got = {(dict(k[1])["policy"], dict(k[1])["capacity_blocks"]): v
            for k, v in m.items() if k[0] == "shadow_cache_stopped"}
     assert got == {("vllm", "100"): 0, ("lru", "100"): 1, ("lru", "200"): 0}
+
+
+def test_every_series_carries_the_replica_of_its_engine():
+    """The frontend labels each engine with the name the engine core records under
+    (config.replica_of): the configured one, ``@rank`` added under data parallelism, the host's
+    name when none is configured; the own endpoint with the engine core's own."""
+    import socket
+
+    from prometheus_client import Gauge, Histogram
+
+    from tests.vllm_support import free_port, http_get, parse_prometheus
+
+    types = {Counter: Counter, Gauge: Gauge, Histogram: Histogram}
+    for extra, dp, want in (({"replica": "east"}, 2, ["east@0", "east@1"]),
+                            ({"replica": "east"}, 1, ["east"]),
+                            ({}, 1, [socket.gethostname()[-32:]])):
+        cfg = SimpleNamespace(kv_transfer_config=SimpleNamespace(kv_connector_extra_config=extra),
+                              cache_config=SimpleNamespace(num_gpu_blocks=0, block_size=16),
+                              parallel_config=SimpleNamespace(data_parallel_size=dp))
+        ShadowPromMetrics(cfg, types, ["model_name", "engine"],
+                          {i: ["dp", i] for i in range(dp)})
+        got = [_value("shadow_observed_requests_total", model_name="dp", engine=str(i),
+                      replica=want[i]) for i in range(dp)]
+        assert got == [0.0] * dp, (extra, dp, got)
+    port = free_port()
+    payload = {P.CACHES: {"lru|100": [1.0] * len(CACHE_FIELDS)}, P.ENGINE: {}, P.RECORDING: 1,
+               P.CAPACITY: 100, P.STOPPED: {"lru|100": 0}}
+    server = start_endpoint("127.0.0.1", port, ShadowCollector(lambda: payload, "m", "1",
+                                                               "west@1"))
+    try:
+        m = parse_prometheus(http_get(f"http://127.0.0.1:{port}/metrics"))
+    finally:
+        server.shutdown()
+    shadow = [dict(k[1]) for k in m if k[0].startswith("shadow_")]
+    assert shadow and all(lab["replica"] == "west@1" and lab["engine"] == "1" for lab in shadow)

@@ -38,8 +38,8 @@ def _offline(path, tmp_path, window: int | None = None) -> np.ndarray:
         rec[f] = -1
     rec["turn"] = 0
     stripped = tmp_path / "stripped.lcp.zst"
-    write_lcp(TraceArrays(rec, t.offsets, t.block_ids, None, t.type_names, t.block_size_tokens),
-              str(stripped), producer="test")
+    write_lcp(TraceArrays(rec, t.offsets, t.block_ids, None, t.type_names, t.block_size_tokens,
+                          replica_names=t.replica_names), str(stripped), producer="test")
     out = tmp_path / "offline.lcp.zst"
     args = ["--session-window", str(window)] if window else []
     r = subprocess.run([sys.executable, "-m", "shadow", "convert", "--infer-sessions", *args,

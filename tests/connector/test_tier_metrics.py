@@ -18,12 +18,16 @@ from shadow.connector.schema import (TIER_CAPACITY_GAUGE, TIER_FIELDS, TIER_OCCU
 TYPES = {Counter: Counter, Gauge: Gauge, Histogram: Histogram}
 
 
+REPLICA = "r-tier"
+
+
 def _value(name: str, **labels) -> float | None:
+    labels.setdefault("replica", REPLICA)
     return REGISTRY.get_sample_value(name, labels)
 
 
 def _frontend(model: str, extra: dict, num_gpu_blocks: int = 101) -> ShadowPromMetrics:
-    ktc = SimpleNamespace(kv_connector_extra_config=extra)
+    ktc = SimpleNamespace(kv_connector_extra_config=dict(extra, replica=REPLICA))
     cfg = SimpleNamespace(kv_transfer_config=ktc,
                           cache_config=SimpleNamespace(num_gpu_blocks=num_gpu_blocks,
                                                        block_size=16))

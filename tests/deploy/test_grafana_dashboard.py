@@ -14,8 +14,8 @@ from tests.deploy.prometheus_support import (
 )
 
 GRAFANA = DEPLOY / "grafana"
-VARIABLES = {"model": "model_name", "engine": "engine", "policy": "policy", "capacity": "capacity_blocks",
-             "tier": "tier"}
+VARIABLES = {"model": "model_name", "engine": "engine", "replica": "replica", "policy": "policy",
+             "capacity": "capacity_blocks", "tier": "tier"}
 
 
 def dashboard() -> dict:
@@ -90,7 +90,9 @@ def test_panels_cover_the_questions_the_dashboard_answers() -> None:
     for words in ("hit ratio per policy", "compute-saving ratio per policy", "hit ratio against capacity",
                   "compute-saving ratio against capacity", "fidelity", "best policy", "gap-spanning gain",
                   "evictions and self-evictions", "dropped", "recording rate",
-                  "what a host tier of n gib would add", "gpu + host tier"):
+                  "what a host tier of n gib would add", "gpu + host tier",
+                  "fleet: replicas compared", "engine prefix hit ratio per replica",
+                  "shadow hit ratio per replica", "requests per replica"):
         assert words in titles, words
 
 
@@ -125,7 +127,8 @@ def test_provisioning_files() -> None:
 @pytest.mark.prometheus
 def test_every_panel_expression_parses_and_runs(tmp_path: Path) -> None:
     """Each target, with variables substituted, is accepted by a real Prometheus (no targets scraped)."""
-    values = {"datasource": "prometheus", "model": "m", "engine": "0", "policy": "(lru|vllm)",
+    values = {"datasource": "prometheus", "model": "m", "engine": "0", "replica": ".*",
+              "policy": "(lru|vllm)",
               "capacity": ".*", "tier": ".*", "__rate_interval": "1m", "__range": "1h"}
     with start_prometheus(deploy_config({}, interval="1s", rule_files=[]), tmp_path) as prom:
         for _panel, t in dashboard_targets():

@@ -20,6 +20,8 @@ from typing import Callable
 import numpy as np
 import zstandard
 
+from shadow.trace.format import VERSIONS
+
 REPO = Path(__file__).resolve().parents[2]
 HEADER = 8192
 RECORD = 68
@@ -209,7 +211,8 @@ LCP_DAMAGE: list[tuple[str, Damage]] = [
                                                             " padding"])),
     ("nonzero zero area", _header(5000, "<B", 7, ["byte offset 5000", "nonzero byte"])),
     ("65 types", _header(N_TYPES, "<I", 65, ["byte offset 96", "65 request types"])),
-    ("version 2", _header(8, "<I", 2, ["unsupported lcp version 2"])),
+    ("version past the last", _header(8, "<I", max(VERSIONS) + 1,
+                                      [f"unsupported lcp version {max(VERSIONS) + 1}"])),
     ("record size 64", _header(16, "<H", 64, ["bad lcp record size 64"])),
     ("end magic", _header(8184, "<Q", 0, ["byte offset 8184", "end magic"])),
     ("max blocks above accesses", _header(MAX_BLOCKS, "<Q", lambda b: b.u64(N_ACCESSES) + 1,

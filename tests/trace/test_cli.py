@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from shadow.trace.format import VERSIONS
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -86,7 +89,8 @@ def test_truncated_lcp_errors_and_allow_truncated(tmp_path, synthetic_lcp):
 @pytest.mark.parametrize("content,fragment", [
     (b"", "empty file"),
     (b"\x00\x01\x02garbage", "not a trace"),
-    (b"LCPTRACE\x02\x00\x00\x00" + bytes(8180), "unsupported lcp version 2"),
+    (b"LCPTRACE" + struct.pack("<I", max(VERSIONS) + 1) + bytes(8180),
+     f"unsupported lcp version {max(VERSIONS) + 1}"),
     (b"\x28\xb5\x2f\xfd\x00\x00garbage", "zstd"),
 ])
 def test_bad_files(tmp_path, content, fragment):

@@ -8,7 +8,7 @@ import pytest
 
 from shadow.errors import TraceFormatError
 from shadow.trace import LcpHeader, read_header
-from shadow.trace.format import HEADER_SIZE, RECORD_DTYPE, ENTRY_DTYPE
+from shadow.trace.format import HEADER_SIZE, RECORD_DTYPE, ENTRY_DTYPE, VERSIONS
 from shadow.trace.header import parse_header, sniff
 
 
@@ -44,7 +44,7 @@ def test_byte_layout_matches_spec():
 
 @pytest.mark.parametrize("offset,fmt,value,message", [
     (0, "8s", b"NOTLCPTR", "bad magic"),
-    (8, "<I", 2, "unsupported lcp version 2"),
+    (8, "<I", max(VERSIONS) + 1, f"unsupported lcp version {max(VERSIONS) + 1}"),
     (12, "<I", 4096, "bad lcp header size 4096"),
     (16, "<H", 64, "bad lcp record size 64"),
     (18, "<H", 24, "bad lcp entry size 24"),

@@ -12,13 +12,13 @@ import zstandard
 from shadow.errors import TraceFormatError
 from shadow.trace import LcpReader, LcpWriter, open_trace, read_header
 from shadow.trace.batch import Batch
-from shadow.trace.format import HEADER_SIZE, RECORD_DTYPE
+from shadow.trace.format import HEADER_SIZE, empty_records
 
 REQS = [[1, 2, 3], [1, 2, 4], [5], [], [1, 2, 3, 6], [7, 8], [1]]
 
 
 def _records(n: int) -> np.ndarray:
-    rec = np.zeros(n, dtype=RECORD_DTYPE)
+    rec = empty_records(n)
     rec["start_time_us"] = np.arange(n) * 10
     rec["complete_time_us"] = np.arange(n) * 10 + 5
     rec["chat_id"] = np.arange(n) + 100
