@@ -80,6 +80,10 @@ def _engine_options(f):
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Token synthesis and arrival seed: a new seed gives new tokens (a cold cache).")
 @click.option("--cache-salt", default=None, help="vLLM cache_salt sent with every request (isolates runs).")
+@click.option("--session-headers", is_flag=True,
+              help="Send each request's trace session id and user id as X-Session-ID and "
+                   "X-User-ID headers (what vllm-router's consistent_hash and "
+                   "sticky_least_loaded read); the endpoint may be a router.")
 @click.option("--validate", is_flag=True, help="Also write the validation report (as `replay report`).")
 @click.option("--recording", type=click.Path(), default=None,
               help="With --validate: the server's ShadowConnector record_dir (or a joined lcp): "
@@ -108,9 +112,10 @@ def cli(ctx: click.Context, trace: str | None, endpoint: str | None, launch_args
         trace_block_size: int | None, max_output_tokens: int | None, max_requests: int | None,
         skip_requests: int, speedup: float | None, rate: float | None, burstiness: float,
         concurrency: int | None, duration: float | None, request_timeout: float,
-        vocab_size: int | None, seed: int, cache_salt: str | None, validate: bool,
-        recording: str | None, no_progress: bool, measure_profile: bool, profile_cached: str,
-        profile_new: str, profile_repeats: int, engine_block_size: int | None, num_gpu_blocks: int | None, policies: str | None,
+        vocab_size: int | None, seed: int, cache_salt: str | None, session_headers: bool,
+        validate: bool, recording: str | None, no_progress: bool, measure_profile: bool,
+        profile_cached: str, profile_new: str, profile_repeats: int,
+        engine_block_size: int | None, num_gpu_blocks: int | None, policies: str | None,
         cost_model: str, allow_truncated: bool, block_id: str, verbose: int) -> None:
     """Replay a trace against a real vLLM server: TTFT, cached tokens, and the simulator's prediction.
 
@@ -170,6 +175,7 @@ def cli(ctx: click.Context, trace: str | None, endpoint: str | None, launch_args
                 max_output_tokens=max_output_tokens, max_requests=max_requests,
                 skip_requests=skip_requests, request_timeout=request_timeout,
                 vocab_size=vocab_size, seed=seed, cache_salt=cache_salt,
+                session_headers=session_headers,
                 progress=not no_progress, engine_block_size=engine_block_size,
                 num_gpu_blocks=num_gpu_blocks)
     interrupted = _launched(launch_args, launch_timeout, out_dir, endpoint,
@@ -253,7 +259,8 @@ def _load(trace: str, **kwargs) -> tuple:
 def _run(*, endpoint: str, launched: str | None, trace: str, workload: tuple, model: str | None,
          out_dir: Path, max_output_tokens: int | None, max_requests: int | None,
          skip_requests: int, timing, request_timeout: float, vocab_size: int | None, seed: int,
-         cache_salt: str | None, progress: bool, engine_block_size: int | None,
+         cache_salt: str | None, session_headers: bool, progress: bool,
+         engine_block_size: int | None,
          num_gpu_blocks: int | None) -> bool:
     from dataclasses import asdict
 
@@ -285,7 +292,7 @@ def _run(*, endpoint: str, launched: str | None, trace: str, workload: tuple, mo
                f"{tbs}) against {endpoint} model {info.model}; {timing.describe()}; {vocab.describe()}",
                err=True)
     cfg = ClientConfig(endpoint=endpoint, model=info.model, request_timeout_s=request_timeout,
-                       cache_salt=cache_salt)
+                       cache_salt=cache_salt, session_headers=session_headers)
     bar = Progress(len(specs), enabled=None if progress else False)
     started = time.time()
     results, interrupted = asyncio.run(run_requests(
@@ -297,7 +304,8 @@ def _run(*, endpoint: str, launched: str | None, trace: str, workload: tuple, mo
         "trace": str(trace), "trace_block_size": tbs, "tokens_per_block": tpb,
         "engine_block_size": bs, "num_gpu_blocks": nb, "endpoint": endpoint, "launch": launched,
         "model": info.model, "server": asdict(info), "timing": asdict(timing), "seed": seed,
-        "cache_salt": cache_salt, "max_output_tokens": max_output_tokens,
+        "cache_salt": cache_salt, "session_headers": session_headers,
+        "max_output_tokens": max_output_tokens,
         "max_requests": max_requests, "skip_requests": skip_requests,
         "vocab": {"size": vocab.size, "n_special": len(vocab.special), "source": vocab.source},
         "started_unix": started, "n_planned": len(specs),

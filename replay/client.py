@@ -1,6 +1,8 @@
 """The streaming client: send the requests on schedule, measure each one, never stop at an error.
 
 Per request: ``POST /v1/completions`` with a token-id prompt, ``stream`` with ``include_usage``,
+an ``X-Request-Id`` header (and with ``session_headers`` the trace's session and user as
+``X-Session-ID`` / ``X-User-ID``, the keys vllm-router's session-aware policies read),
 ``ignore_eos`` and ``max_tokens`` (so the output length is the trace's).  The clock starts just
 before the POST; TTFT is the first streamed chunk that carries ``choices`` (even with empty text),
 inter-token latencies are the gaps between later chunks with choices, E2E ends at ``[DONE]`` (or the
@@ -40,6 +42,19 @@ class ClientConfig:
     request_timeout_s: float = 600.0
     cache_salt: str | None = None
     temperature: float = 0.0
+    #: send the trace's session id and user id as X-Session-ID / X-User-ID (when known)
+    session_headers: bool = False
+
+
+def request_headers(cfg: ClientConfig, res: RequestResult, spec: RequestSpec) -> dict[str, str]:
+    """The request's headers: its id, and with ``session_headers`` its session and user."""
+    h = {"X-Request-Id": f"replay-{res.seq}-{res.index}"}
+    if cfg.session_headers:
+        if spec.session >= 0:
+            h["X-Session-ID"] = str(spec.session)
+        if spec.user > 0:
+            h["X-User-ID"] = str(spec.user)
+    return h
 
 
 class Progress:
@@ -86,7 +101,7 @@ def request_body(cfg: ClientConfig, prompt: list[int], max_tokens: int) -> dict:
 
 
 async def send_one(session: "aiohttp.ClientSession", cfg: ClientConfig, res: RequestResult,
-                   prompt: list[int], t0: float) -> None:
+                   prompt: list[int], t0: float, headers: dict[str, str] | None = None) -> None:
     """Send one request and fill ``res`` in place; never raises (except cancellation)."""
     import aiohttp
 
@@ -97,8 +112,9 @@ async def send_one(session: "aiohttp.ClientSession", cfg: ClientConfig, res: Req
     last = None
     try:
         timeout = aiohttp.ClientTimeout(total=cfg.request_timeout_s)
-        async with session.post(url, json=body, timeout=timeout,
-                                headers={"X-Request-Id": f"replay-{res.seq}-{res.index}"}) as resp:
+        if headers is None:
+            headers = {"X-Request-Id": f"replay-{res.seq}-{res.index}"}
+        async with session.post(url, json=body, timeout=timeout, headers=headers) as resp:
             res.status = resp.status
             if resp.status != 200:
                 text = (await resp.text())[:300].replace("\n", " ")
@@ -180,7 +196,7 @@ async def run_requests(cfg: ClientConfig, specs: list[RequestSpec], planned: lis
     async def one(spec: RequestSpec, res: RequestResult) -> None:
         try:
             prompt = make_prompt(spec)
-            await send_one(session, cfg, res, prompt, t0)
+            await send_one(session, cfg, res, prompt, t0, request_headers(cfg, res, spec))
         finally:
             if sem is not None:
                 sem.release()

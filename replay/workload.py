@@ -39,6 +39,8 @@ class RequestSpec:
     max_tokens: int
     trace_input_length: int
     trace_output_length: int
+    session: int = -1  # the trace's session id (-1 none): X-Session-ID with --session-headers
+    user: int = 0      # the trace's user id (0 none): X-User-ID with --session-headers
 
 
 def scale_tail(n_blocks: int, input_length: int, trace_block_size: int,
@@ -126,7 +128,8 @@ def iter_requests(trace_path: str, *, tokens_per_block: int | None = None,
                         blocks=tuple(int(b) for b in ids[:n_full]), tail=tail,
                         prompt_tokens=n_full * tpb + tail, max_tokens=max(1, out),
                         trace_input_length=int(rec["input_length"]),
-                        trace_output_length=int(rec["output_length"]))
+                        trace_output_length=int(rec["output_length"]),
+                        session=int(rec["session_id"]), user=int(rec["user_id"]))
                     sent += 1
         finally:
             tr.__exit__(None, None, None)

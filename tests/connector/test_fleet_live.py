@@ -59,7 +59,7 @@ def _record(rec_dir, replica: str, seed: str, prompts, monkeypatch) -> set:
 
 
 def test_two_engines_with_different_hash_seeds_merge_by_block_identity(tmp_path, monkeypatch):
-    from shadow.connector.recorder import list_segments
+    from shadow.trace.segments import list_segments
     from shadow.trace import open_trace
 
     h0 = _record(tmp_path / "r0", "east-0", "1", ENGINE_0, monkeypatch)

@@ -10,8 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
-from shadow.connector.recorder import TYPE_NAMES
+from shadow.errors import ShadowError
+from shadow.trace.segments import TYPE_NAMES
 from shadow.trace import LcpWriter, open_trace
 from shadow.trace.format import empty_records
 from tests.trace import bad_inputs as bi
@@ -157,3 +159,26 @@ def test_keyed_with_unkeyed_inputs_are_refused(tmp_path):
     bi.assert_refused(bi.shadow("convert", str(a), str(b), str(tmp_path / "o.lcp")),
                       [f"{b}: has no block keys"])
     assert bi.listing(tmp_path) == before
+
+
+def test_the_recorded_router_sends_each_request_where_the_merge_says(tmp_path):
+    """shadow.sim.fleet's `recorded` router over a merged recording: each replica serves the
+    requests of its own recording (the block lookups of each replica's share)."""
+    from shadow.sim import CacheSpec
+    from shadow.sim.fleet.router import parse_router
+    from shadow.sim.fleet.run import FleetSetup, run_fleet
+
+    segs = [record(tmp_path, "a.lcp.zst", "r0", R0 + R0_SEG2),
+            record(tmp_path, "b.lcp.zst", "r1", R1)]
+    out = tmp_path / "fleet.lcp.zst"
+    assert bi.shadow("convert", *map(str, segs), str(out)).returncode == 0
+    with open_trace(str(out)) as tr:
+        (res,) = run_fleet([CacheSpec("lru", 64)], tr, 2, parse_router("recorded"),
+                           FleetSetup({}, names=tr.header.replica_names))
+    assert res.requests == [len(R0 + R0_SEG2), len(R1)]
+    v1 = tmp_path / "v1.lcp"
+    with LcpWriter(str(v1), block_size_tokens=B) as w:
+        w.write_request({"complete_time_us": 5, "input_length": 40}, [1])
+    with open_trace(str(v1)) as tr:
+        with pytest.raises(ShadowError, match="router recorded needs a merged recording"):
+            run_fleet([CacheSpec("lru", 64)], tr, 2, parse_router("recorded"), FleetSetup({}))

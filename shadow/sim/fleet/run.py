@@ -324,6 +324,10 @@ def _check_records(choice: RouterChoice, router: Router, setup: FleetSetup, rec:
         if bad.shape[0]:
             raise ShadowError(f"{setup.path}: request {first + int(bad[0])} has no time, and "
                               f"router {choice.label} needs one: {why}")
+    # NOTE: lcp v2's replica_id is 1-based (0: none); a merged recording names every request's
+    if choice.name == "recorded" and rec.shape[0] and int(rec["replica_id"].min()) < 1:
+        raise ShadowError(f"{setup.path}: router recorded needs a merged recording (the replica "
+                          f"of each request), which this trace is not")
 
 
 def streams(choice: RouterChoice, timing: str) -> bool:
@@ -368,7 +372,7 @@ def _query(ft: FleetTrace, i: int, pb: np.ndarray, ts: np.ndarray) -> Query:
 
 def _query_of(rec, blocks: np.ndarray, index: int, t: float) -> Query:
     user = int(rec["user_id"])
-    rep = int(rec["replica"]) if "replica" in (rec.dtype.names or ()) else -1
+    rep = int(rec["replica_id"]) - 1   # NOTE: lcp v2 replica_id is 1-based, 0 none
     return Query(index, blocks, int(rec["input_length"]), int(rec["output_length"]),
                  int(rec["session_id"]), user if user > 0 else -1, t, rep)
 

@@ -1,0 +1,197 @@
+"""A real fleet for tests: N vLLM OpenAI servers (the tiny model on the CPU, each with the
+ShadowConnector recording under its own replica name and one fleet key) behind a real
+``vllm-router`` (PyPI, pinned in pyproject.toml's test extra).
+
+Nothing is mocked: :func:`start_fleet` runs real servers (tests/vllm_support.py), :func:`start_router`
+the router's own launcher (``python -m vllm_router.launch_router``); both stop every process they
+started, whatever happens.  NOTE: run under ``flock /tmp/vllm.lock`` like every engine test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from replay.server import free_port, stop_process_group
+from tests.vllm_support import REPO_ROOT, ServerURL, http_post_json, start_openai_server
+
+#: The fleet key every test replica records under (kv_connector_extra_config.fleet_key).
+FLEET_KEY = "router test fleet"
+
+
+def router_available() -> bool:
+    """True when the ``vllm_router`` package (its launcher and Rust core) is installed."""
+    import importlib.util
+
+    return importlib.util.find_spec("vllm_router") is not None
+
+
+def router_version() -> str:
+    from importlib.metadata import version
+
+    return version("vllm-router")
+
+
+@dataclass
+class Fleet:
+    """Running replicas: their URLs (the router's worker URLs, in order), names, recording
+    directories and KV event endpoints."""
+
+    urls: list[ServerURL]
+    names: list[str]
+    record_dirs: list[Path]
+    model: str
+    kv_events: list[str] = field(default_factory=list)
+
+    def reset(self) -> None:
+        """Empty every replica's prefix cache and its shadow caches (vLLM's dev endpoint with
+        ``reset_external``: the connector's ``reset_cache``), waiting until each succeeds."""
+        for url in self.urls:
+            deadline = time.monotonic() + 60
+            while True:
+                out = http_post_json(url + "/reset_prefix_cache?reset_external=true", {})
+                if out.get("success"):
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{url}: the prefix cache did not reset")
+                time.sleep(0.5)
+
+
+def replica_args(i: int, record_dir: Path, *, kv_events_port: int | None,
+                 extra_config: dict | None = None) -> tuple[list[str], dict[str, str]]:
+    """The server arguments and environment of replica ``i``."""
+    extra = {"policies": ["vllm"], "capacity_factors": [1.0], "record_dir": str(record_dir),
+             "replica": f"r{i}", "fleet_key": FLEET_KEY, **(extra_config or {})}
+    kv = {"kv_connector": "ShadowConnector", "kv_connector_module_path": "shadow.connector",
+          "kv_role": "kv_producer", "kv_connector_extra_config": extra}
+    args = ["--kv-transfer-config", json.dumps(kv), "--enable-prompt-tokens-details"]
+    env = {"VLLM_SERVER_DEV_MODE": "1"}
+    if kv_events_port is not None:
+        # NOTE: vllm-router's index takes engine hashes as 32-byte digests
+        # (src/kv_index/admit.rs: validate_hash), not vLLM's default 64-bit integers
+        args += ["--kv-events-config", json.dumps({
+            "enable_kv_cache_events": True, "publisher": "zmq",
+            "endpoint": f"tcp://127.0.0.1:{kv_events_port}"})]
+        env["VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES"] = "0"
+    return args, env
+
+
+@contextlib.contextmanager
+def start_fleet(model: str, n: int, work_dir: Path, *, kv_events: bool = False,
+                server_args: Sequence[str] = (),
+                extra_config: dict | None = None) -> Iterator[Fleet]:
+    """``n`` replicas ``r0..r{n-1}``, started one after the other (a 2-core machine starts them
+    no faster at once), all stopped at exit."""
+    with contextlib.ExitStack() as stack:
+        urls, dirs, events = [], [], []
+        for i in range(n):
+            rec = work_dir / f"rec-r{i}"
+            port = free_port() if kv_events else None
+            args, env = replica_args(i, rec, kv_events_port=port, extra_config=extra_config)
+            url = stack.enter_context(start_openai_server(model, [*args, *server_args], env=env,
+                                                          log_dir=work_dir))
+            urls.append(url)
+            dirs.append(rec)
+            if port is not None:
+                events.append(f"tcp://127.0.0.1:{port}")
+        yield Fleet(urls, [f"r{i}" for i in range(n)], dirs, model, events)
+
+
+@contextlib.contextmanager
+def start_router(fleet: Fleet, policy: str, *, args: Sequence[str] = (),
+                 block_size: int = 32, log_dir: Path | None = None,
+                 startup_timeout_s: float = 120.0) -> Iterator[str]:
+    """``vllm-router --policy policy`` in front of ``fleet`` (workers in the fleet's order; with
+    KV events for ``kv_aware``); yields its base URL and stops it at exit."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "vllm_router.launch_router", "--host", "127.0.0.1",
+           "--port", str(port), "--policy", policy, "--worker-urls", *fleet.urls,
+           "--log-level", "info", *args]
+    if policy == "kv_aware":
+        cmd += [f"--kv-event-source={u}={e}" for u, e in zip(fleet.urls, fleet.kv_events)]
+        cmd += ["--kv-event-block-size", str(block_size), "--kv-event-model", fleet.model]
+    log_dir = Path(log_dir or tempfile.mkdtemp(prefix="vllm-router-log-"))
+    log_path = log_dir / f"router-{policy}-{port}.log"
+    env = dict(os.environ)
+    pp = env.get("PYTHONPATH")
+    env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + pp if pp else "")
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                cwd=str(REPO_ROOT), start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + startup_timeout_s
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"vllm-router exited with status {proc.returncode}; log "
+                                   f"{log_path}:\n{log_path.read_text(errors='replace')[-4000:]}")
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"vllm-router did not answer /health within "
+                                   f"{startup_timeout_s:.0f} s; log {log_path}:\n"
+                                   f"{log_path.read_text(errors='replace')[-4000:]}")
+            time.sleep(0.3)
+        yield url
+    finally:
+        stop_process_group(proc, grace_s=10.0)
+
+
+def conversation_trace(path: Path, *, sessions: int = 8, turns: int = 4, block_size: int = 32,
+                       seed: int = 0) -> Path:
+    """A small multi-turn trace to drive a fleet (lcp, ids as replay turns them into tokens):
+    three shared system prompts of 2 to 4 blocks; each session a user (1-based) whose turns each
+    add 1 to 3 blocks to the previous prompt, the turns of the sessions interleaved; every prompt
+    ends 5 tokens into a block (a partial tail, as real prompts do); 8 output tokens."""
+    import random
+
+    import numpy as np
+
+    from shadow.trace import LcpWriter
+    from shadow.trace.format import empty_records
+
+    rng = random.Random(seed)
+    next_id = [1]
+
+    def fresh(n: int) -> list[int]:
+        ids = list(range(next_id[0], next_id[0] + n))
+        next_id[0] += n
+        return ids
+
+    systems = [fresh(n) for n in (2, 3, 4)]
+    hist = {s: list(systems[s % 3]) for s in range(sessions)}
+    order = [s for _ in range(turns) for s in rng.sample(range(sessions), sessions)]
+    rows = []
+    for k, s in enumerate(order):
+        hist[s] = hist[s] + fresh(rng.randint(1, 3))
+        rows.append((k, s, list(hist[s])))
+    rec = empty_records(len(rows))
+    lengths = []
+    flat = []
+    for i, (k, s, ids) in enumerate(rows):
+        # the last id is the partial tail block (5 tokens)
+        rec[i]["start_time_us"] = rec[i]["complete_time_us"] = 1_000_000 * (k + 1)
+        rec[i]["session_id"], rec[i]["user_id"] = s, s + 1
+        rec[i]["input_length"] = (len(ids) - 1) * block_size + 5
+        rec[i]["output_length"] = 8
+        lengths.append(len(ids))
+        flat += ids
+    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    with LcpWriter(str(path), block_size_tokens=block_size, sorted=True) as w:
+        w.write_arrays(rec, offsets, np.asarray(flat, dtype=np.int64))
+    return path
