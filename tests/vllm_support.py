@@ -354,3 +354,31 @@ def compare_pools(pool, conn, key: str) -> str:
     if engine_queue != shadow.free_queue():
         return f"eviction order differs: engine {engine_queue}, shadow {shadow.free_queue()}"
     return ""
+
+
+def serve_like_vllm(requests, capacity: int, block_size: int = BLOCK_SIZE) -> list[int]:
+    """Each request's prefix-hit tokens (vLLM's ``num_cached_tokens``) when ``requests`` are
+    served one at a time by the simulator's ``vllm`` cache of ``capacity`` blocks, matching as
+    vLLM does.
+
+    ``requests``: ``(input_length, output_length, block ids)`` in serving order, as a recording
+    holds them: the first ``floor(input_length / B)`` ids are the prompt (admitted, looked up up
+    to ``floor((N-1)/B)``), the rest are the generated blocks, inserted when it finishes with the
+    final partial block held meanwhile (as the live shadow does).
+    """
+    from shadow.sim import CacheSpec, Simulator
+    from shadow.sim.engine.rules import partial_tail_blocks
+
+    b = block_size
+    sim = Simulator([CacheSpec("vllm", capacity)], pin=True, verify=False)
+    hits: list[int] = []
+    for n, m, ids in requests:
+        ids = list(map(int, ids))
+        n_prompt = min(len(ids), n // b)
+        adm = sim.admit(ids[:n_prompt], n_match=max(n - 1, 0) // b,
+                        n_anonymous=1 if n % b else 0)
+        hits.append(adm.prefix_hits[0] * b)
+        # NOTE: the engine computed n + m - 1 tokens (never the last sampled one)
+        sim.release(adm, ids[n_prompt:],
+                    n_anonymous_final=partial_tail_blocks(n + m - 1, len(ids), b))
+    return hits

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from tests.vllm_support import (BLOCK_SIZE, REPO_ROOT, compare_pools, engine_block_pool,
-                                inprocess_llm, random_token_ids, tiny_model_path,
-                                vllm_available)
+                                inprocess_llm, random_token_ids, serve_like_vllm,
+                                tiny_model_path, vllm_available)
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow,
               pytest.mark.skipif(not vllm_available(), reason="vllm is not installed")]
@@ -161,36 +161,13 @@ def test_shadow_vllm_policy_reproduces_engine_hits(tmp_path):
 
 
 def replay_like_vllm(path: str, capacity: int) -> list[int]:
-    """Replay a recording with the simulator's live API, matching as vLLM does.
-
-    NOTE: a request's blocks are its full prompt blocks then its generated blocks; the first
-    floor(input_length / B) are the prompt (admitted, looked up up to floor((N-1)/B)), the rest
-    are inserted when it finishes, with the final partial block held meanwhile (as the live
-    shadow does).  Requests are replayed in completion order, one at a time.
-    """
-    from shadow.sim.engine.rules import partial_tail_blocks
-    from shadow.sim import CacheSpec, Simulator
+    """Replay a recording one request at a time, in its order, matching as vLLM does
+    (tests/vllm_support.py: serve_like_vllm)."""
     from shadow.trace import open_trace
 
-    sim = Simulator([CacheSpec("vllm", capacity)], pin=True, verify=False)
-    hits: list[int] = []
     with open_trace(path) as tr:
-        b = tr.header.block_size_tokens
-        assert b == BLOCK_SIZE
-        order = []
-        for batch in tr:
-            for i in range(batch.n_requests):
-                rec = batch.records[i]
-                ids = np.asarray(batch.request_blocks(i))
-                order.append((int(rec["start_time_us"]), int(rec["input_length"]),
-                              int(rec["output_length"]), ids))
+        assert tr.header.block_size_tokens == BLOCK_SIZE
+        reqs = [(int(b.records[i]["input_length"]), int(b.records[i]["output_length"]),
+                 np.asarray(b.request_blocks(i))) for b in tr for i in range(b.n_requests)]
     # NOTE: convert sorts by completion time; sequential requests keep their order either way
-    for _t, n, m, ids in order:
-        n_prompt = min(len(ids), n // b)
-        adm = sim.admit(ids[:n_prompt].tolist(), n_match=max(n - 1, 0) // b,
-                        n_anonymous=1 if n % b else 0)
-        hits.append(adm.prefix_hits[0] * b)
-        # NOTE: the engine computed n + m - 1 tokens (never the last sampled one)
-        sim.release(adm, ids[n_prompt:].tolist(),
-                    n_anonymous_final=partial_tail_blocks(n + m - 1, len(ids), b))
-    return hits
+    return serve_like_vllm(reqs, capacity)

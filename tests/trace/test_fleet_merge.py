@@ -14,7 +14,8 @@ import pytest
 
 from shadow.errors import ShadowError
 from shadow.trace.segments import TYPE_NAMES
-from shadow.trace import LcpWriter, open_trace
+from shadow.trace import LcpWriter, open_trace, read_header
+from shadow.trace.convert import load_lcp
 from shadow.trace.format import empty_records
 from tests.trace import bad_inputs as bi
 
@@ -52,14 +53,9 @@ def record(d: Path, name: str, replica: str, reqs: list[tuple], *, block_size: i
 
 
 def read(path: Path) -> tuple:
-    with open_trace(str(path)) as tr:
-        h = tr.header
-        recs, blocks = [], []
-        for b in tr:
-            for i in range(b.n_requests):
-                recs.append(b.records[i].copy())
-                blocks.append(b.request_blocks(i).tolist())
-    return h, recs, blocks
+    t = load_lcp(str(path))
+    blocks = [t.block_ids[t.offsets[i]:t.offsets[i + 1]].tolist() for i in range(t.n_requests)]
+    return read_header(str(path)), list(t.records), blocks
 
 
 # a conversation: turn 1 on r0, turn 2 (its continuation) on r1; a one-off on each; a shared

@@ -262,6 +262,9 @@ class FleetResult:
     names: list[str] = field(default_factory=list)
     #: what the replicas' policies said the trace lacked (``trace_notes``), each line once
     notes: list[str] = field(default_factory=list)
+    #: each request's replica (file order), when the trace was routed whole (a loaded
+    #: :class:`FleetTrace`, or a router that reads the caches); None when it was streamed
+    assign: np.ndarray | None = None
 
     @property
     def spec(self) -> CacheSpec:
@@ -597,7 +600,7 @@ def _run_blind(specs, ft, replicas, choice, router, setup, names, progress) -> l
     for k, _ in enumerate(specs):
         parts = [per_replica[r][k] for r in range(replicas)]
         out.append(FleetResult(sum_results(parts, names), parts, choice.label, reqs, ptoks,
-                               list(load.peak_running), index_peak, names, notes))
+                               list(load.peak_running), index_peak, names, notes, assign))
     return out
 
 
@@ -678,7 +681,8 @@ def _run_reading(spec: CacheSpec, ft: FleetTrace, replicas: int, choice: RouterC
     shares = _shares(ft, assign, replicas)
     return FleetResult(sum_results(parts, names), parts, choice.label,
                        [int(s.shape[0]) for s in shares], [int(tokens[s].sum()) for s in shares],
-                       list(load.peak_running), index_peak, names, policy_notes(sims))
+                       list(load.peak_running), index_peak, names, policy_notes(sims),
+                       assign)
 
 
 def _oracle_times(ft: FleetTrace, spec: CacheSpec) -> FleetTrace:

@@ -1,0 +1,190 @@
+"""The router models against the real router: vllm-router 0.1.17 (PyPI) in front of three real
+vLLM servers (the tiny model on the CPU, each with the ShadowConnector recording as replica r<i>
+under one fleet key, KV events on), driven by ``replay --session-headers`` one request at a time
+with a small multi-turn trace, for round_robin, consistent_hash, cache_aware and kv_aware.
+
+Then, from the replicas' recordings merged by ``shadow convert`` (tests/router_support.py):
+
+* every request is in the merged trace once, with its arrival <= admission < release, on the
+  replica whose engine counted it (``vllm:request_success_total`` of each server, before and
+  after the run; the router's own ``vllm_router_processed_requests_total`` also counts the
+  ``/v1/models`` and ``/metrics`` calls it forwards, and ``kv_aware`` does not count there);
+* each replica's ``vllm`` cache at the engine's capacity, serving that replica's requests,
+  predicts each request's ``num_cached_tokens`` exactly (the usage the engine answered);
+* re-routing the same requests with the same router model and parameters
+  (``shadow.sim.fleet``, names = the router's worker URLs in its own order) puts every request
+  on the replica the real router chose.
+
+Run under the machine's engine lock: ``flock /tmp/vllm.lock .venv/bin/python -m pytest -q
+tests/sim/fleet/test_vllm_router.py`` (about 3 minutes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from tests.router_support import (conversation_trace, router_available, start_fleet,
+                                  start_router)
+from tests.vllm_support import (BLOCK_SIZE, REPO_ROOT, TINY_VOCAB_SIZE, http_get,
+                                parse_prometheus, serve_like_vllm, tiny_model_path,
+                                vllm_available)
+
+pytestmark = [pytest.mark.vllm, pytest.mark.slow,
+              pytest.mark.skipif(not vllm_available(), reason="vllm is not installed"),
+              pytest.mark.skipif(not router_available(),
+                                 reason="vllm-router is not installed (make test-deps)")]
+
+REPLICAS = 3
+NUM_GPU_BLOCKS = 64            # per server; 63 usable: the engine's capacity
+#: (vllm-router --policy, its arguments, the model in shadow.sim.fleet with the same rules)
+POLICIES = [
+    ("round_robin", [], "round_robin"),
+    ("consistent_hash", [], "consistent_hash:key=header"),
+    ("cache_aware", [], "cache_aware"),
+    ("kv_aware", [], "kv_aware:score=cost"),
+]
+
+
+def _served(urls) -> list[float]:
+    """Requests each server finished, from its own /metrics."""
+    out = []
+    for u in urls:
+        m = parse_prometheus(http_get(u + "/metrics"))
+        out.append(sum(v for (name, _lab), v in m.items()
+                       if name == "vllm:request_success_total"))
+    return out
+
+
+def _replay(trace, endpoint: str, out) -> list[dict]:
+    r = subprocess.run([sys.executable, "-m", "replay", "-t", str(trace), "--endpoint", endpoint,
+                        "--concurrency", "1", "--session-headers", "--no-progress",
+                        "--engine-block-size", str(BLOCK_SIZE), "--num-gpu-blocks",
+                        str(NUM_GPU_BLOCKS), "--vocab-size", str(TINY_VOCAB_SIZE), "-o",
+                        str(out)], capture_output=True, text=True, cwd=str(REPO_ROOT),
+                       env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)), timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
+    assert all(x.get("error") is None for x in rows), [x["error"] for x in rows if x["error"]]
+    return sorted(rows, key=lambda x: x["seq"])
+
+
+@pytest.fixture(scope="module")
+def fleet_runs(tmp_path_factory):
+    """Every policy's run: (policy, the router's worker order, replay's rows, the requests each
+    server finished, the send window in wall-clock us); the merged recording; the URLs."""
+    from shadow.trace.segments import list_segments
+
+    work = tmp_path_factory.mktemp("router-fleet")
+    drive = conversation_trace(work / "drive.lcp", sessions=6, turns=4)
+    model = tiny_model_path()
+    runs = []
+    server_args = ["--num-gpu-blocks-override", str(NUM_GPU_BLOCKS), "--max-model-len", "1024"]
+    with start_fleet(model, REPLICAS, work, kv_events=True, server_args=server_args) as fleet:
+        urls = [str(u) for u in fleet.urls]
+        for policy, args, _model in POLICIES:
+            fleet.reset()
+            with start_router(fleet, policy, args=args, log_dir=work) as rurl:
+                order = json.loads(http_get(rurl + "/list_workers"))["urls"]
+                if policy == "kv_aware":
+                    # NOTE: ZMQ subscriptions take a moment to join; nothing is stored yet
+                    time.sleep(2.0)
+                before = _served(urls)
+                t0 = time.time()
+                rows = _replay(drive, rurl, work / f"out-{policy}")
+                t1 = time.time()
+                served = [a - b for a, b in zip(_served(urls), before)]
+            runs.append((policy, order, rows, served, (int(t0 * 1e6), int(t1 * 1e6))))
+        dirs = fleet.record_dirs
+    segs = [s for d in dirs for s in list_segments(str(d))]
+    merged = work / "fleet.lcp.zst"
+    r = subprocess.run([sys.executable, "-m", "shadow", "convert", *segs, str(merged)],
+                       capture_output=True, text=True, cwd=str(REPO_ROOT),
+                       env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)), timeout=300)
+    assert r.returncode == 0 and f"{REPLICAS} replicas" in r.stdout, r.stdout + r.stderr
+    return runs, merged, urls, drive
+
+
+def _window(merged, t0: int, t1: int):
+    """The merged trace's requests that arrived in [t0, t1], in arrival order, as a loaded
+    shadow.sim.fleet trace (file order = arrival order) and the replica names."""
+    from shadow.sim.fleet.run import FleetTrace
+    from shadow.trace import read_header
+    from shadow.trace.convert import load_lcp
+
+    header = read_header(str(merged))
+    t = load_lcp(str(merged))
+    arrival = t.records["arrival_time_us"]
+    order = np.flatnonzero((arrival >= t0) & (arrival <= t1))
+    order = order[np.argsort(arrival[order], kind="stable")]
+    rec = t.records[order]
+    ids = [t.block_ids[t.offsets[k]:t.offsets[k + 1]] for k in order]
+    off = np.zeros(len(ids) + 1, dtype=np.int64)
+    np.cumsum([len(x) for x in ids], out=off[1:])
+    flat = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)
+    ft = FleetTrace(rec, off, flat, np.full(flat.shape[0], -1, dtype=np.int64), header,
+                    BLOCK_SIZE)
+    return ft, list(header.replica_names)
+
+
+@pytest.mark.parametrize("k", range(len(POLICIES)), ids=[p[0] for p in POLICIES])
+def test_real_router_against_the_models(fleet_runs, k):
+    from shadow.sim import CacheSpec
+    from shadow.sim.fleet.router import parse_router
+    from shadow.sim.fleet.run import FleetSetup, run_fleet
+
+    runs, merged, urls, drive = fleet_runs
+    policy, order, rows, served, (t0, t1) = runs[k]
+    model = POLICIES[k][2]
+    ft, names = _window(merged, t0, t1)
+    replica_of_url = {u: f"r{i}" for i, u in enumerate(urls)}
+    assert sorted(order) == sorted(urls)
+
+    # every request sent is in the recording once, in send order, with its times
+    assert ft.n == len(rows)
+    assert [int(x) for x in ft.rec["input_length"]] == [r["prompt_tokens"] for r in rows]
+    rec_replica = [names[int(x) - 1] for x in ft.rec["replica_id"]]
+    assert all(0 < a <= s < c for a, s, c in zip(ft.rec["arrival_time_us"],
+                                                 ft.rec["start_time_us"],
+                                                 ft.rec["complete_time_us"]))
+    # ... on the replica whose engine served it
+    assert [rec_replica.count(f"r{i}") for i in range(REPLICAS)] == served
+
+    # each replica's vllm cache predicts its engine's cached tokens, request by request
+    cap = NUM_GPU_BLOCKS - 1
+    predicted = [0] * ft.n
+    for r in sorted(set(rec_replica)):
+        mine = [i for i in range(ft.n) if rec_replica[i] == r]
+        reqs = [(int(ft.rec[i]["input_length"]), int(ft.rec[i]["output_length"]),
+                 ft.ids[ft.off[i]:ft.off[i + 1]]) for i in mine]
+        for i, h in zip(mine, serve_like_vllm(reqs, cap)):
+            predicted[i] = h
+    engine = [r["cached_tokens"] for r in rows]
+    assert predicted == engine, list(zip(rec_replica, engine, predicted))
+    assert sum(engine) > 0
+
+    # the model routes the same requests (in arrival order, one at a time: serial) to the same
+    # replicas; consistent_hash's key is the session the client sent (the driving trace's:
+    # the recording cannot see headers), every other model reads the recording alone
+    if policy == "consistent_hash":
+        from shadow.trace import open_trace
+
+        with open_trace(str(drive)) as tr:
+            sent = np.concatenate([b.records for b in tr])
+        ft.rec["session_id"] = sent["session_id"][:ft.n]
+        ft.rec["user_id"] = sent["user_id"][:ft.n]
+    (res,) = run_fleet([CacheSpec("vllm", cap)], ft, REPLICAS, parse_router(model),
+                       FleetSetup({"lookup": "vllm", "block_size_tokens": BLOCK_SIZE},
+                                  names=order))
+    routed = [replica_of_url[order[int(a)]] for a in res.assign]
+    differ = [(i, rec_replica[i], routed[i]) for i in range(ft.n) if rec_replica[i] != routed[i]]
+    print(f"\n{policy}: {ft.n} requests, replicas {[rec_replica.count(r) for r in names]}, "
+          f"model = router for {ft.n - len(differ)}/{ft.n}, engine cached tokens "
+          f"{sum(engine)}")
+    assert not differ, f"(request, real router, model): {differ}"
