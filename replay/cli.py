@@ -48,6 +48,11 @@ def _engine_options(f):
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @trace_option()
 @click.option("--endpoint", default=None, help="Base URL of a running vLLM OpenAI server, e.g. http://127.0.0.1:8000.")
+@click.option("--info-endpoint", default=None,
+              help="Base URL of the vLLM server to read the model, block size and KV blocks from "
+                   "(/v1/models, /metrics, /version), when --endpoint is a router in front of "
+                   "several (a router forwards those calls as it forwards requests). Default: "
+                   "--endpoint.")
 @click.option("--launch", "launch_args", default=None, metavar='"ARGS"',
               help='Start `python -m vllm.entrypoints.openai.api_server ARGS` on 127.0.0.1, wait for '
                    '/health, replay, stop it. ARGS must include --model.')
@@ -107,7 +112,8 @@ def _engine_options(f):
 @block_id_option()
 @click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
 @click.pass_context
-def cli(ctx: click.Context, trace: str | None, endpoint: str | None, launch_args: str | None,
+def cli(ctx: click.Context, trace: str | None, endpoint: str | None, info_endpoint: str | None,
+        launch_args: str | None,
         launch_timeout: float, model: str | None, output: str, tokens_per_block: int | None,
         trace_block_size: int | None, max_output_tokens: int | None, max_requests: int | None,
         skip_requests: int, speedup: float | None, rate: float | None, burstiness: float,
@@ -172,6 +178,7 @@ def cli(ctx: click.Context, trace: str | None, endpoint: str | None, launch_args
         check_tokens_per_block(workload[1], engine_block_size)
     out_dir = Path(output)
     opts = dict(trace=trace, workload=workload, model=model, out_dir=out_dir, timing=timing,
+                info_endpoint=info_endpoint,
                 max_output_tokens=max_output_tokens, max_requests=max_requests,
                 skip_requests=skip_requests, request_timeout=request_timeout,
                 vocab_size=vocab_size, seed=seed, cache_salt=cache_salt,
@@ -257,6 +264,7 @@ def _load(trace: str, **kwargs) -> tuple:
 
 
 def _run(*, endpoint: str, launched: str | None, trace: str, workload: tuple, model: str | None,
+         info_endpoint: str | None,
          out_dir: Path, max_output_tokens: int | None, max_requests: int | None,
          skip_requests: int, timing, request_timeout: float, vocab_size: int | None, seed: int,
          cache_salt: str | None, session_headers: bool, progress: bool,
@@ -272,7 +280,7 @@ def _run(*, endpoint: str, launched: str | None, trace: str, workload: tuple, mo
     from replay.workload import check_tokens_per_block
 
     tbs, tpb, specs = workload
-    info = server_info(endpoint, model)
+    info = server_info(info_endpoint or endpoint, model)
     bs = engine_block_size or info.block_size
     nb = num_gpu_blocks or info.num_gpu_blocks
     if info.prefix_caching is False:
@@ -302,7 +310,8 @@ def _run(*, endpoint: str, launched: str | None, trace: str, workload: tuple, mo
     summary = summarize(results, interrupted=interrupted)
     run = {
         "trace": str(trace), "trace_block_size": tbs, "tokens_per_block": tpb,
-        "engine_block_size": bs, "num_gpu_blocks": nb, "endpoint": endpoint, "launch": launched,
+        "engine_block_size": bs, "num_gpu_blocks": nb, "endpoint": endpoint,
+        "info_endpoint": info_endpoint, "launch": launched,
         "model": info.model, "server": asdict(info), "timing": asdict(timing), "seed": seed,
         "cache_salt": cache_salt, "session_headers": session_headers,
         "max_output_tokens": max_output_tokens,

@@ -195,3 +195,77 @@ def conversation_trace(path: Path, *, sessions: int = 8, turns: int = 4, block_s
     with LcpWriter(str(path), block_size_tokens=block_size, sorted=True) as w:
         w.write_arrays(rec, offsets, np.asarray(flat, dtype=np.int64))
     return path
+
+
+def served_counts(urls: Sequence[str]) -> list[float]:
+    """Requests each server has finished, from its own /metrics (``vllm:request_success_total``):
+    which engine served what, independent of the router's counters."""
+    from tests.vllm_support import http_get, parse_prometheus
+
+    out = []
+    for u in urls:
+        m = parse_prometheus(http_get(u + "/metrics"))
+        out.append(sum(v for (name, _lab), v in m.items()
+                       if name == "vllm:request_success_total"))
+    return out
+
+
+def replay_through(trace: Path, endpoint: str, server: str, out: Path, *,
+                   concurrency: int = 1, num_gpu_blocks: int = 64) -> list[dict]:
+    """``replay --session-headers`` of ``trace`` through the router at ``endpoint``, at most
+    ``concurrency`` requests in flight; its per-request rows in send order.
+
+    NOTE: the server's facts are read from ``server`` (``--info-endpoint``): vllm-router 0.1.17
+    forwards ``/metrics`` and ``/version`` through its policy, which would advance round_robin's
+    counter before the first request (measured: 2 of 26 decisions, every request one replica
+    further on)."""
+    from tests.vllm_support import BLOCK_SIZE, TINY_VOCAB_SIZE
+
+    r = subprocess.run([sys.executable, "-m", "replay", "-t", str(trace), "--endpoint", endpoint,
+                        "--info-endpoint", server, "--concurrency", str(concurrency),
+                        "--session-headers", "--no-progress", "--engine-block-size",
+                        str(BLOCK_SIZE), "--num-gpu-blocks", str(num_gpu_blocks),
+                        "--vocab-size", str(TINY_VOCAB_SIZE), "-o", str(out)],
+                       capture_output=True, text=True, cwd=str(REPO_ROOT),
+                       env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)), timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
+    assert all(x.get("error") is None for x in rows), [x["error"] for x in rows if x["error"]]
+    return sorted(rows, key=lambda x: x["seq"])
+
+
+def merge_recordings(dirs: Sequence[Path], out: Path) -> Path:
+    """``shadow convert`` of every segment of the replicas' recording directories into one
+    fleet trace (the servers stopped: their last segments are ``.partial``)."""
+    from shadow.trace.segments import list_segments
+
+    segs = [s for d in dirs for s in list_segments(str(d))]
+    r = subprocess.run([sys.executable, "-m", "shadow", "convert", *segs, str(out)],
+                       capture_output=True, text=True, cwd=str(REPO_ROOT),
+                       env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)), timeout=300)
+    assert r.returncode == 0 and f"{len(dirs)} replicas" in r.stdout, r.stdout + r.stderr
+    return out
+
+
+def fleet_window(merged: Path, t0_us: int, t1_us: int, block_size: int):
+    """The merged trace's requests that arrived in ``[t0_us, t1_us]`` (wall clock), in arrival
+    order, as a loaded ``shadow.sim.fleet`` trace (file order = arrival order), and the replica
+    names."""
+    import numpy as np
+
+    from shadow.sim.fleet.run import FleetTrace
+    from shadow.trace import read_header
+    from shadow.trace.convert import load_lcp
+
+    header = read_header(str(merged))
+    t = load_lcp(str(merged))
+    arrival = t.records["arrival_time_us"]
+    order = np.flatnonzero((arrival >= t0_us) & (arrival <= t1_us))
+    order = order[np.argsort(arrival[order], kind="stable")]
+    ids = [t.block_ids[t.offsets[k]:t.offsets[k + 1]] for k in order]
+    off = np.zeros(len(ids) + 1, dtype=np.int64)
+    np.cumsum([len(x) for x in ids], out=off[1:])
+    flat = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)
+    ft = FleetTrace(t.records[order], off, flat, np.full(flat.shape[0], -1, dtype=np.int64),
+                    header, block_size)
+    return ft, list(header.replica_names)

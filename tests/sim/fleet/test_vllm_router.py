@@ -22,18 +22,15 @@ tests/sim/fleet/test_vllm_router.py`` (about 3 minutes).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
 
-from tests.router_support import (conversation_trace, router_available, start_fleet,
+from tests.router_support import (conversation_trace, fleet_window, merge_recordings,
+                                  replay_through, router_available, served_counts, start_fleet,
                                   start_router)
-from tests.vllm_support import (BLOCK_SIZE, REPO_ROOT, TINY_VOCAB_SIZE, http_get,
-                                parse_prometheus, serve_like_vllm, tiny_model_path,
+from tests.vllm_support import (BLOCK_SIZE, http_get, serve_like_vllm, tiny_model_path,
                                 vllm_available)
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow,
@@ -52,35 +49,10 @@ POLICIES = [
 ]
 
 
-def _served(urls) -> list[float]:
-    """Requests each server finished, from its own /metrics."""
-    out = []
-    for u in urls:
-        m = parse_prometheus(http_get(u + "/metrics"))
-        out.append(sum(v for (name, _lab), v in m.items()
-                       if name == "vllm:request_success_total"))
-    return out
-
-
-def _replay(trace, endpoint: str, out) -> list[dict]:
-    r = subprocess.run([sys.executable, "-m", "replay", "-t", str(trace), "--endpoint", endpoint,
-                        "--concurrency", "1", "--session-headers", "--no-progress",
-                        "--engine-block-size", str(BLOCK_SIZE), "--num-gpu-blocks",
-                        str(NUM_GPU_BLOCKS), "--vocab-size", str(TINY_VOCAB_SIZE), "-o",
-                        str(out)], capture_output=True, text=True, cwd=str(REPO_ROOT),
-                       env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)), timeout=600)
-    assert r.returncode == 0, r.stdout + r.stderr
-    rows = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
-    assert all(x.get("error") is None for x in rows), [x["error"] for x in rows if x["error"]]
-    return sorted(rows, key=lambda x: x["seq"])
-
-
 @pytest.fixture(scope="module")
 def fleet_runs(tmp_path_factory):
     """Every policy's run: (policy, the router's worker order, replay's rows, the requests each
     server finished, the send window in wall-clock us); the merged recording; the URLs."""
-    from shadow.trace.segments import list_segments
-
     work = tmp_path_factory.mktemp("router-fleet")
     drive = conversation_trace(work / "drive.lcp", sessions=6, turns=4)
     model = tiny_model_path()
@@ -95,42 +67,16 @@ def fleet_runs(tmp_path_factory):
                 if policy == "kv_aware":
                     # NOTE: ZMQ subscriptions take a moment to join; nothing is stored yet
                     time.sleep(2.0)
-                before = _served(urls)
+                before = served_counts(urls)
                 t0 = time.time()
-                rows = _replay(drive, rurl, work / f"out-{policy}")
+                rows = replay_through(drive, rurl, urls[0], work / f"out-{policy}",
+                                      num_gpu_blocks=NUM_GPU_BLOCKS)
                 t1 = time.time()
-                served = [a - b for a, b in zip(_served(urls), before)]
+                served = [a - b for a, b in zip(served_counts(urls), before)]
             runs.append((policy, order, rows, served, (int(t0 * 1e6), int(t1 * 1e6))))
         dirs = fleet.record_dirs
-    segs = [s for d in dirs for s in list_segments(str(d))]
-    merged = work / "fleet.lcp.zst"
-    r = subprocess.run([sys.executable, "-m", "shadow", "convert", *segs, str(merged)],
-                       capture_output=True, text=True, cwd=str(REPO_ROOT),
-                       env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)), timeout=300)
-    assert r.returncode == 0 and f"{REPLICAS} replicas" in r.stdout, r.stdout + r.stderr
+    merged = merge_recordings(dirs, work / "fleet.lcp.zst")
     return runs, merged, urls, drive
-
-
-def _window(merged, t0: int, t1: int):
-    """The merged trace's requests that arrived in [t0, t1], in arrival order, as a loaded
-    shadow.sim.fleet trace (file order = arrival order) and the replica names."""
-    from shadow.sim.fleet.run import FleetTrace
-    from shadow.trace import read_header
-    from shadow.trace.convert import load_lcp
-
-    header = read_header(str(merged))
-    t = load_lcp(str(merged))
-    arrival = t.records["arrival_time_us"]
-    order = np.flatnonzero((arrival >= t0) & (arrival <= t1))
-    order = order[np.argsort(arrival[order], kind="stable")]
-    rec = t.records[order]
-    ids = [t.block_ids[t.offsets[k]:t.offsets[k + 1]] for k in order]
-    off = np.zeros(len(ids) + 1, dtype=np.int64)
-    np.cumsum([len(x) for x in ids], out=off[1:])
-    flat = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)
-    ft = FleetTrace(rec, off, flat, np.full(flat.shape[0], -1, dtype=np.int64), header,
-                    BLOCK_SIZE)
-    return ft, list(header.replica_names)
 
 
 @pytest.mark.parametrize("k", range(len(POLICIES)), ids=[p[0] for p in POLICIES])
@@ -142,7 +88,7 @@ def test_real_router_against_the_models(fleet_runs, k):
     runs, merged, urls, drive = fleet_runs
     policy, order, rows, served, (t0, t1) = runs[k]
     model = POLICIES[k][2]
-    ft, names = _window(merged, t0, t1)
+    ft, names = fleet_window(merged, t0, t1, BLOCK_SIZE)
     replica_of_url = {u: f"r{i}" for i, u in enumerate(urls)}
     assert sorted(order) == sorted(urls)
 
