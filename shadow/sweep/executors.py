@@ -26,6 +26,7 @@ import logging
 import multiprocessing
 import os
 import signal
+import socket
 import sys
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -72,6 +73,9 @@ def guarded(fn: CellFn, cell: Cell) -> Outcome:
 
 
 class Executor(Protocol):
+    """Runs cells.  An executor may also have ``start()`` (connect before the sweep writes
+    anything; a failure there leaves nothing) and then closes what it opened when ``run`` ends."""
+
     def run(self, fn: CellFn, cells: Sequence[Cell]) -> Iterator[Outcome]: ...
 
 
@@ -230,21 +234,42 @@ class RayExecutor:
             raise ShadowError("--executor ray needs Ray: pip install 'shadow-kv[ray]'") from None
         self.address = address
         self.num_cpus_per_cell = num_cpus_per_cell
+        self._started = False
+
+    def start(self) -> None:
+        """Connect to Ray (or start a local instance) unless Ray is already initialised here.
+
+        NOTE: the sweep calls this before it makes its directory, so an unreachable cluster leaves
+        nothing behind.
+        """
+        import ray
+
+        if self._started or ray.is_initialized():
+            return
+        _probe(self.address)
+        try:
+            ray.init(address=self.address, include_dashboard=False, logging_level=logging.WARNING,
+                     log_to_driver=False)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise ShadowError(f"cannot connect to Ray at {self.address or 'a local instance'}: "
+                              f"{one_line_error(exc)}") from None
+        self._started = True
+
+    def close(self) -> None:
+        """Shut down the Ray connection this executor opened (one opened by the caller stays)."""
+        if self._started:
+            import ray
+
+            ray.shutdown()
+            self._started = False
 
     def run(self, fn: CellFn, cells: Sequence[Cell]) -> Iterator[Outcome]:
         if not cells:
+            self.close()
             return
         import ray
 
-        started = False
-        if not ray.is_initialized():
-            try:
-                ray.init(address=self.address, include_dashboard=False, logging_level=logging.WARNING,
-                         log_to_driver=False)
-            except (ConnectionError, RuntimeError, ValueError) as exc:
-                raise ShadowError(f"cannot connect to Ray at {self.address or 'a local instance'}: "
-                                  f"{one_line_error(exc)}") from None
-            started = True
+        self.start()
         try:
             remote = ray.remote(num_cpus=self.num_cpus_per_cell, max_retries=1)(guarded)
             refs = {remote.remote(fn, c): c for c in cells}
@@ -257,8 +282,31 @@ class RayExecutor:
                     except Exception as exc:  # a lost worker or node: the task itself never raises
                         yield Outcome(refs[ref], None, one_line_error(exc))
         finally:
-            if started:
-                ray.shutdown()
+            self.close()
+
+
+#: Seconds to wait for a Ray head's port before refusing the address.
+PROBE_TIMEOUT_S = 5.0
+
+
+def _probe(address: str | None) -> None:
+    """Refuse a ``host:port`` (or ``ray://host:port``) address whose port does not answer.
+
+    NOTE: ``ray.init`` retries an unreachable head for minutes before it raises; a TCP connect
+    answers at once (refused) or within :data:`PROBE_TIMEOUT_S`.  Other forms (``auto``,
+    ``local``, None) go to Ray unchanged.
+    """
+    if not address or address in ("auto", "local"):
+        return
+    hostport = address.split("://", 1)[-1]
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ShadowError(f"--address {address!r}: expected HOST:PORT, ray://HOST:PORT, auto or local")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=PROBE_TIMEOUT_S).close()
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+        raise ShadowError(f"cannot connect to Ray at {address}: {why.lower()}") from None
 
 
 def make_executor(kind: str, *, jobs: int | None = None, address: str | None = None) -> Executor:

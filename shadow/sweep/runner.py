@@ -70,6 +70,9 @@ def run_sweep(cells: Sequence[Cell], out_dir: str | Path, executor: Executor, fn
         def echo(line: str) -> None:
             click.echo(line, err=True)
     store = SweepDir(out_dir)
+    start = getattr(executor, "start", None)
+    if start is not None and cells:
+        start()                   # NOTE: before the directory exists: a refused start leaves nothing
     store.prepare()
     todo = [c for c in cells if not store.is_done(c)]
     report = SweepReport(n_cells=len(cells), n_skipped=len(cells) - len(todo))

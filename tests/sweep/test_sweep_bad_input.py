@@ -270,3 +270,19 @@ def test_a_damaged_trace_fails_its_cells_in_one_line_each(name, file, words, tmp
     assert lines[2] == ("shadow: error: 2 of 2 cells failed (listed above); run the same command"
                         " again to retry them")
     assert list((out / "cells").iterdir()) == []
+
+
+#: (name, address, words): refused with Ray installed, before the sweep directory is made.
+RAY_ADDRESSES = [
+    ("nothing listens", "127.0.0.1:1", "cannot connect to Ray at 127.0.0.1:1: connection refused"),
+    ("ray client nothing listens", "ray://127.0.0.1:1", "cannot connect to Ray at ray://127.0.0.1:1"),
+    ("no port", "nonsense", "--address 'nonsense': expected HOST:PORT"),
+]
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("name,address,words", RAY_ADDRESSES, ids=[r[0] for r in RAY_ADDRESSES])
+def test_an_unreachable_ray_address_leaves_nothing(name, address, words, tmp_path):
+    pytest.importorskip("ray")
+    test_bad_options_are_refused_before_any_cell(name, ["--executor", "ray", "--address", address], words,
+                                                 tmp_path)
