@@ -4,6 +4,7 @@ to the cells simulated one by one; the curves it keeps, and plot drawing them.""
 from __future__ import annotations
 
 import csv
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -71,8 +72,24 @@ def test_cells_from_the_curve_equal_the_simulated_cells(trace, tmp_path, extra):
     assert again.returncode == 0 and again.stdout.startswith("36 cells: 36 already done, 0 run")
 
 
+def _drawn_curves(d: Path, monkeypatch) -> dict[str, list]:
+    """Plot the sweep ``d`` in this process; the exact curves on its block-hit-ratio panel, by
+    label: (x, y) of each step line as drawn."""
+    from shadow.sweep import plot
+
+    figs = []
+    monkeypatch.setattr(plot, "_save", lambda fig, path, dpi: figs.append(fig) or path)
+    plot.plot_sweep(d / "results.csv", d / "plots")
+    (fig,) = figs
+    ax = fig.axes[0]
+    return {ln.get_label(): list(zip(ln.get_xdata(), ln.get_ydata())) for ln in ax.get_lines()
+            if ln.get_label().endswith("exact curve")}
+
+
 @pytest.mark.slow
-def test_plot_draws_the_stored_curves(trace, tmp_path):
+def test_plot_draws_the_stored_curves(trace, tmp_path, monkeypatch):
+    """The lru curve over the sweep's points: a step line through every lru cell's block hit
+    ratio (the curve holds its value until its next change point); none without the curves."""
     pytest.importorskip("matplotlib")
     d = tmp_path / "s"
     r = shadow("sweep", "-t", trace, "-a", "lru,fifo", "-c", "1k,8k", "--out", str(d), "--mrc",
@@ -80,10 +97,21 @@ def test_plot_draws_the_stored_curves(trace, tmp_path):
     assert r.returncode == 0, r.stderr
     p = shadow("plot", str(d))
     assert p.returncode == 0, p.stderr
-    png = Path(p.stdout.split()[0])
-    assert png.stat().st_size > 10_000
+    assert Path(p.stdout.split()[0]).stat().st_size > 10_000
     stored = curves.read_curves(d)
     assert len(stored) == 1 and stored[0][1][0][0] == 374
+    drawn = _drawn_curves(d, monkeypatch)
+    assert list(drawn) == ["lru, exact curve"]
+    line = drawn["lru, exact curve"]
+    assert len(line) > 10
+    cells = [r for r in rows(d).values() if r["algo"] == "lru"]
+    assert sorted(int(r["cache_size"]) for r in cells) == [1024, 8192]
+    for cell in cells:
+        size = int(cell["cache_size"])
+        y = [y for x, y in line if x <= size][-1]
+        assert f"{y:.6f}" == cell["block_hit_ratio"], size
+    shutil.rmtree(d / "curves")
+    assert _drawn_curves(d, monkeypatch) == {}
 
 
 @pytest.mark.parametrize("damage,words", unit_rows([
