@@ -81,6 +81,13 @@ def gpu_plus_tier(grow: Callable[..., str]) -> str:
             f"({grow('shadow_prefix_hit_tokens_total')} / {grow('shadow_query_tokens_total')})")
 
 
+def ttft_saving_ratio(prefix: str, sel: str = CACHE_SEL, by: str = CACHE_BY) -> str:
+    """Prefill seconds saved over the no-hit prefill seconds (spent + saved) of ``prefix``'s
+    pair of counters (``<prefix>_seconds_total``, ``<prefix>_seconds_saved_total``)."""
+    saved = rate(f"{prefix}_seconds_saved_total", sel, by)
+    return f"{saved} / ({rate(f'{prefix}_seconds_total', sel, by)} + {saved})"
+
+
 def engine_capacity_info() -> str:
     """1 for the engine's own capacity, as a capacity_blocks label (from shadow_engine_capacity_blocks)."""
     return (
@@ -429,6 +436,28 @@ def build() -> dict[str, Any]:
                 "stopped caches ({{deployment}} e{{engine}})", "C"),
          target(rate("shadow_errors_total", ENGINE_SEL, ENGINE_BY), "errors/s ({{deployment}} e{{engine}})", "B")],
         "short", 12, y))
+    y += 8
+
+    panels.append(row("TTFT saved (a profile cost model: cost_model profile:FILE)", y))
+    y += 1
+    panels.append(timeseries(
+        "TTFT seconds saved per second",
+        "Prefill seconds each shadow cache's first-miss hits save per second of wall clock, from the "
+        "connector's measured profile (docs/metrics.md): summed over the requests, a cache that "
+        "saves 0.5 here takes half a second of prefill off every second of traffic; beside it the "
+        "engine's own hits. Empty without a profile.",
+        [target(rate("shadow_prefill_seconds_saved_total"), legend_cache, "A"),
+         target(rate("shadow_engine_prefill_seconds_saved_total", ENGINE_SEL, ENGINE_BY),
+                "engine " + legend_engine, "B")],
+        "s", 0, y))
+    panels.append(timeseries(
+        "TTFT saving ratio per policy",
+        "Prefill seconds saved over the prefill seconds the same requests take with no hit: what "
+        "share of the prefill (TTFT at low load) each cache's hits remove; beside it the engine's.",
+        [target(ttft_saving_ratio("shadow_prefill"), legend_cache, "A"),
+         target(ttft_saving_ratio("shadow_engine_prefill", ENGINE_SEL, ENGINE_BY),
+                "engine " + legend_engine, "B")],
+        "percentunit", 12, y))
 
     eng = f'{VAR_METRIC}{{model_name=~"$model"}}'
     pol = f'{VAR_METRIC}{{model_name=~"$model", engine=~"$engine"}}'

@@ -14,7 +14,9 @@ Stats payload (plain JSON-able types, so it survives vLLM's IPC)::
      "e": {"observed_requests": n, ...},  "rec": 1 | 0, "cap": engine blocks,
      "s": {"<policy label>|<capacity>": 1 | 0},
      # only with offload tiers configured, keys "<policy label>|<capacity>|<tier label>":
-     "t": {key: [5 numbers in TIER_FIELDS order]}, "to": {key: bytes held}, "tc": {key: bytes}}
+     "t": {key: [5 numbers in TIER_FIELDS order]}, "to": {key: bytes held}, "tc": {key: bytes},
+     # only with a profile cost model (profile:FILE), keys as "c":
+     "p": {key: [2 numbers in PREFILL_FIELDS order]}}
 
 Two kinds of part: **rows** (a row of counters per key; an interval's payload carries the
 deltas of the rows that moved, an aggregate adds them) and **states** (one value per key, e.g. a
@@ -51,6 +53,7 @@ class Payload:
     TIER_CAPACITY = "tc"    # tier key -> capacity in bytes
     MRC_CAPACITY = "mc"     # target share -> capacity in blocks (the sampled curve)
     MRC_RATIO = "mr"        # capacity fraction -> hit ratio (the sampled curve)
+    PREFILL = "p"           # cache key -> prefill seconds row (PREFILL_FIELDS order)
 
 
 # -- labels and keys ---------------------------------------------------------------------------
@@ -79,14 +82,16 @@ def tier_key(key: str, tier_label: str) -> str:
 def part_keys(cfg: Any) -> dict[str, tuple[str, ...]]:
     """The keys of a configuration's keyed parts, by Snapshot keys field: its caches
     (``cfg.caches`` order), the tiers behind them (caches in that order, tiers inside) and the
-    sampled curve's targets and capacity fractions (none when ``mrc`` is off).
+    sampled curve's targets and capacity fractions (none when ``mrc`` is off), and the caches
+    again for their prefill seconds (none without a profile cost model).
     ``cfg``: a ``shadow.connector.config.ShadowConfig``."""
     from shadow.sim.lockstep.curve import keys as mrc_keys
 
     caches = tuple(cache_key(p.label, c) for p, c in cfg.caches)
     tiers = tuple(tier_key(caches[i], t.label) for i in cfg.tier_targets for t in cfg.tiers)
     mrc = mrc_keys() if getattr(cfg, "mrc", None) is not None else {k: () for k in mrc_keys()}
-    return {"cache_keys": caches, "tier_keys": tiers, **mrc}
+    prefill = caches if cfg.run.cost.profile is not None else ()
+    return {"cache_keys": caches, "tier_keys": tiers, "prefill_keys": prefill, **mrc}
 
 
 def split_key(key: str) -> tuple[str, str]:
@@ -130,6 +135,17 @@ TIER_HELP = {
     "store_failures": "Stores that stored nothing (too few chunks could be evicted).",
 }
 
+#: Per-cache prefill seconds from a profile cost model (``profile:FILE``), in row order
+#: (Prometheus: ``shadow_<field>_total``), over the admissions the cache counted (re-admissions
+#: after a preemption left out, as the token counters).
+PREFILL_HELP = {
+    "prefill_seconds": "Prefill seconds of the admissions this shadow cache served, with its "
+                       "first-miss hits (the profile cost model's table).",
+    "prefill_seconds_saved": "Prefill (TTFT) seconds this shadow cache's first-miss hits saved: "
+                             "the profile's no-hit time minus prefill_seconds.",
+}
+PREFILL_FIELDS = tuple(PREFILL_HELP)
+
 #: Per-engine counters (the payload's "e" keys), in exposition order.
 ENGINE_HELP = {
     "observed_requests": "Requests the shadow connector saw admitted.",
@@ -139,6 +155,11 @@ ENGINE_HELP = {
     "errors": "Exceptions caught inside the shadow (the engine kept serving).",
     "engine_query_tokens": "The engine's own prefix-cache query tokens, as seen by the connector.",
     "engine_hit_tokens": "The engine's own prefix-cache hit tokens, as seen by the connector.",
+    "engine_prefill_seconds": "Prefill seconds of the admissions the shadow served, with the "
+                              "engine's own hits, from the profile cost model (0 without one).",
+    "engine_prefill_seconds_saved": "Prefill seconds the engine's own hits saved on those "
+                                    "admissions: the profile's no-hit time minus the above (0 "
+                                    "without a profile).",
 }
 ENGINE_FIELDS = tuple(ENGINE_HELP)
 #: The per-engine counters the scheduler-side hooks keep (ShadowConnector), in row order.
@@ -146,7 +167,8 @@ HOOK_FIELDS = ("observed_requests", "dropped_requests", "errors", "engine_query_
                "engine_hit_tokens")
 #: The per-engine counters the worker thread keeps (``Snapshot.worker``), in row order; an engine
 #: counter named in both rows is their sum.
-WORKER_FIELDS = ("recorded_requests", "recorded_bytes", "errors")
+WORKER_FIELDS = ("recorded_requests", "recorded_bytes", "errors", "engine_prefill_seconds",
+                 "engine_prefill_seconds_saved")
 
 
 # NOTE: per engine field, its index in a HOOK_FIELDS row and in a WORKER_FIELDS row (-1: the 0
@@ -255,8 +277,13 @@ MRC_RATIO = Part(Payload.MRC_RATIO, "mrc_ratio", "mrc_fractions", ("capacity_fra
                  (Series(MRC_RATIO_GAUGE, "The estimated hit ratio of the engine's lookups in an "
                          "lru-ranked cache of capacity_fraction x the engine's capacity (1: its "
                          "own), from the sampled miss-ratio curve.", gauge=True),), state=True)
+PREFILL = Part(Payload.PREFILL, "prefill", "prefill_keys", CACHE_LABELS,
+               tuple(Series(f"shadow_{f}", h) for f, h in PREFILL_HELP.items()))
+#: The parts the worker writes itself (from the caches' hits), not a live cache kind.
+WORKER_PARTS = (PREFILL,)
 #: Every keyed part, in exposition order.
-PARTS = (CACHES, STOPPED, TIERS, TIER_OCCUPANCY, TIER_CAPACITY, MRC_CAPACITY, MRC_RATIO)
+PARTS = (CACHES, STOPPED, TIERS, TIER_OCCUPANCY, TIER_CAPACITY, PREFILL, MRC_CAPACITY,
+         MRC_RATIO)
 
 
 def exported_series() -> set[str]:
@@ -275,7 +302,8 @@ class Snapshot:
     CACHE_FIELDS order, ``tiers`` rows in TIER_FIELDS order; ``stopped`` is 1 while a cache is
     stopped (it failed: out of memory mid-request, say; its counters freeze and the log says
     why), 0 while it serves (a reset starts every cache afresh); the tier parts are empty
-    without tiers, the curve's without ``mrc``."""
+    without tiers, the curve's without ``mrc``, the prefill part (PREFILL_FIELDS rows) without
+    a profile cost model."""
 
     cache_keys: tuple[str, ...]
     caches: tuple[tuple[float, ...], ...]
@@ -290,6 +318,8 @@ class Snapshot:
     mrc_capacity: tuple[float, ...] = ()
     mrc_fractions: tuple[str, ...] = ()
     mrc_ratio: tuple[float, ...] = ()
+    prefill_keys: tuple[str, ...] = ()
+    prefill: tuple[tuple[float, ...], ...] = ()
 
 
 def empty_payload() -> dict[str, Any]:

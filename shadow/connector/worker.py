@@ -34,7 +34,8 @@ from typing import Any, NamedTuple
 from shadow.connector.blockkey import BlockKeys
 from shadow.connector.config import ShadowConfig
 from shadow.connector.interner import BlockInterner
-from shadow.connector.schema import PARTS, WORKER_FIELDS, Snapshot, part_keys
+from shadow.connector.schema import PARTS, PREFILL, WORKER_FIELDS, Snapshot, part_keys
+from shadow.sim.core.prefill import admission_seconds
 from shadow.sim.lockstep.caches import (LiveCache, LiveRequest, PoolCaches, SimCaches,
                                         TieredCaches, TierSpecRow)
 from shadow.sim.engine.rules import full_blocks, max_hit_blocks
@@ -120,6 +121,11 @@ class Prediction(NamedTuple):
     prefix_hit_tokens: dict[str, int]
     #: cache key -> gap-spanning hit blocks
     hit_blocks: dict[str, int]
+    #: with a profile cost model: cache key -> the request's prefill seconds with that cache's
+    #: first-miss hit, ``"engine"`` -> with the engine's own; None without a profile
+    prefill_s: dict[str, float] | None = None
+    #: with a profile cost model: the request's prefill seconds with no hit (None without)
+    prefill_s_no_hit: float | None = None
 
 
 @dataclass
@@ -156,6 +162,9 @@ class _InFlight(LiveRequest):
 
     __slots__ = ("live_hashes", "request", "arrival_s")
 
+
+#: Where the engine's own prefill seconds start in the WORKER_FIELDS row (then the saved ones).
+_ENGINE_PREFILL = WORKER_FIELDS.index("engine_prefill_seconds")
 
 #: The events served by the caches (everything else is a barrier).
 _CACHE_EVENTS = (Admit, Release, Preempt, Step)
@@ -256,6 +265,10 @@ class ShadowWorker:
         self.predictions: deque[Prediction] = deque(maxlen=max(cfg.prediction_log_size, 0) or 1)
         self._log_predictions = cfg.prediction_log_size > 0
         self._match_vllm = cfg.match == "vllm"
+        #: with a profile cost model, per cache its PREFILL_FIELDS counters (the worker's own,
+        #: from the caches' hits; they go on over a reset, as the token counters do)
+        self._profile = cfg.run.cost.profile
+        self._pre = [[0.0, 0.0] for _ in self.part_keys[PREFILL.keys]]
         self._worker = [0.0] * len(WORKER_FIELDS)
         self.snapshot = self._make_snapshot()
         self._thread: threading.Thread | None = None
@@ -408,8 +421,11 @@ class ShadowWorker:
                 served.append(c.flush())
             except Exception as exc:  # noqa: BLE001 - the other kinds go on
                 self._error(f"{type(c).__name__}.flush", exc)
-        if self._log_predictions and admitted:
-            self._predict(admitted, served)
+        if admitted and (self._log_predictions or self._profile is not None):
+            try:
+                self._predict(admitted, served)
+            except Exception as exc:  # noqa: BLE001 - the recording goes on
+                self._error("predict", exc)
         rec = self.recorder
         keys = self.block_keys
         memo = self.interner.keys
@@ -422,7 +438,10 @@ class ShadowWorker:
                     self._error("recorder.write", exc)
 
     def _predict(self, admitted: list[tuple[_InFlight, int]], served: list[list]) -> None:
-        """One :class:`Prediction` per admission, from every kind's hits.
+        """One :class:`Prediction` per admission, from every kind's hits; with a profile cost
+        model, each admission's prefill seconds per cache and with the engine's hit, added to
+        the prefill counters (re-admissions after a preemption left out, as of the token
+        counters).
 
         NOTE: only the caches that counted an admission predict for it: a stopped cache's 0
         would read as "no hit" where it made no prediction at all."""
@@ -439,12 +458,33 @@ class ShadowWorker:
                     hits.setdefault(req, []).extend(hl)
             per = [hits.get(req, []) for req, _e in admitted]
         b, keys = self.block_size, self.keys
-        for (req, engine_hit), counted in zip(admitted, per):
+        for counted in per:
             counted.sort()
+        secs = None
+        if self._profile is not None:
+            secs = admission_seconds(self._profile, [req.num_tokens for req, _e in admitted],
+                                     [e for _req, e in admitted],
+                                     [[ph for _i, ph, _h, _s in c] for c in per], self.block_size)
+            pre, worker = self._pre, self._worker
+            for (req, _e), counted, (t0, t_engine, t_caches) in zip(admitted, per, secs):
+                if not req.count:
+                    continue
+                for (i, _ph, _h, _s), t in zip(counted, t_caches):
+                    row = pre[i]
+                    row[0] += t
+                    row[1] += t0 - t
+                worker[_ENGINE_PREFILL] += t_engine
+                worker[_ENGINE_PREFILL + 1] += t0 - t_engine
+        if not self._log_predictions:
+            return
+        for k, ((req, engine_hit), counted) in enumerate(zip(admitted, per)):
+            extra = () if secs is None else (
+                {**{keys[i]: t for (i, _ph, _h, _s), t in zip(counted, secs[k][2])},
+                 "engine": secs[k][1]}, secs[k][0])
             self.predictions.append(Prediction(
                 req.req_id, req.num_tokens, len(req.prompt), req.n_match, engine_hit,
                 not req.count, {keys[i]: ph * b for i, ph, _h, _s in counted},
-                {keys[i]: h for i, _ph, h, _s in counted}))
+                {keys[i]: h for i, _ph, h, _s in counted}, *extra))
 
     def _step(self, admitted: list, finished: list, st: Step) -> None:
         """One scheduler step, replayed in vLLM's order (see :class:`Step`).
@@ -576,6 +616,8 @@ class ShadowWorker:
                * len(keys[p.keys]) for p in PARTS}
         for c in self.caches:
             c.counters(out)
+        if self._profile is not None:
+            out[PREFILL.snapshot] = [tuple(r) for r in self._pre]
         rec = self.recorder
         if rec is not None:
             self._worker[0], self._worker[1] = rec.n_recorded, rec.bytes_total

@@ -5,6 +5,8 @@ worker's counters of the same name."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from shadow.connector.config import parse_extra_config
 from shadow.connector import schema
 from shadow.connector.schema import (ENGINE_FIELDS, HOOK_FIELDS, PARTS, WORKER_FIELDS, Payload,
@@ -41,8 +43,13 @@ def test_the_engine_row_sums_a_counter_kept_on_both_threads():
     assert set(HOOK_FIELDS) | set(WORKER_FIELDS) == set(ENGINE_FIELDS)
 
 
+H200 = Path(__file__).resolve().parents[2] / "shadow" / "data" / "h200_prefill.jsonl"
+
+
 def test_interval_payloads_add_up_to_the_cumulative_one():
-    w = _worker(tiers="cpu:8blk:lru", tier_caches="all", bytes_per_block=100)
+    # NOTE: tiers and a profile cost model: every part has keys
+    w = _worker(tiers="cpu:8blk:lru", tier_caches="all", bytes_per_block=100,
+                cost_model=f"profile:{H200},model=llama3_8b")
     delta = PayloadDelta(8)
     hooks = [0] * len(HOOK_FIELDS)
     first = delta.next(w.snapshot, tuple(hooks))
@@ -74,6 +81,8 @@ def test_interval_payloads_add_up_to_the_cumulative_one():
     assert e_total == cum[Payload.ENGINE]
     assert cum[Payload.ENGINE]["observed_requests"] == 4
     assert any(any(row) for row in cum[Payload.TIERS].values())   # the tiers did serve
+    assert any(row[1] for row in cum[Payload.PREFILL].values())   # the hits saved seconds
+    assert cum[Payload.ENGINE]["engine_prefill_seconds"] > 0
     w.stop()
 
 
@@ -81,7 +90,8 @@ def test_a_part_without_keys_stays_out_of_every_payload():
     w = _worker()
     d = PayloadDelta(8).next(w.snapshot, (0,) * len(HOOK_FIELDS))
     assert Payload.CACHES in d and Payload.STOPPED in d
-    assert not {Payload.TIERS, Payload.TIER_OCCUPANCY, Payload.TIER_CAPACITY} & set(d)
+    assert not {Payload.TIERS, Payload.TIER_OCCUPANCY, Payload.TIER_CAPACITY,
+                Payload.PREFILL} & set(d)
     w.stop()
 
 
@@ -105,7 +115,7 @@ def test_the_parts_are_the_ones_the_live_caches_write():
     the payload with a Snapshot field."""
     assert set(schema.CACHE_HELP) == set(livecaches.COUNTERS) == set(schema.CACHE_FIELDS)
     assert set(schema.TIER_HELP) == set(livecaches.TIER_COUNTERS) == set(schema.TIER_FIELDS)
-    assert {p.snapshot for p in PARTS} == set(livecaches.PARTS)
+    assert {p.snapshot for p in PARTS if p not in schema.WORKER_PARTS} == set(livecaches.PARTS)
     fields = set(Snapshot.__dataclass_fields__)
     assert {p.snapshot for p in PARTS} | {p.keys for p in PARTS} <= fields
     assert len({p.payload for p in PARTS}) == len(PARTS)

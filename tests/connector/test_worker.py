@@ -156,3 +156,62 @@ def test_worker_thread_runs_nicer_than_the_engine_threads():
             w.stop()
         assert got == want, (nice, got)
     assert os.getpriority(os.PRIO_PROCESS, 0) == base   # the caller (the engine's thread) untouched
+
+
+def test_prefill_seconds_per_cache_and_the_engines_own(tmp_path):
+    """With a profile cost model: per cache and for the engine's own hits, the prefill seconds
+    of each admission and what the hits saved, from the profile's table (hand-computed)."""
+    import json
+
+    from shadow.connector.schema import PREFILL_FIELDS, WORKER_FIELDS, cumulative_payload
+    from shadow.sim.cost.profile import load_profile
+
+    prof = tmp_path / "p.jsonl"
+    pts = [(0, 4, 1.0), (0, 9, 2.0), (0, 17, 4.0), (0, 40, 8.0), (8, 1, 0.5), (8, 9, 1.5),
+           (12, 5, 1.25)]
+    prof.write_text("".join(json.dumps({"cached": c, "new": n, "s": s}) + "\n"
+                            for c, n, s in pts))
+    t = load_profile(str(prof)).seconds
+    w = ShadowWorker(config(cost_model=f"profile:{prof}", policies=["vllm", "lru"],
+                            capacity_factors=[], capacities=[64]))
+    try:
+        w.submit(admit("a", h("p1", "p2"), 9))
+        w.submit_control(release("a", h("g1"), 4, 12, 3))
+        # b: the engine reported 8 cached tokens, the shadow caches hit 3 blocks (12 tokens)
+        w.submit(Admit("b", h("p1", "p2", "g1", "x"), 17, 8, False, 3.0))
+        # c: re-admitted after a preemption: in the log, not in the counters
+        w.submit(Admit("c", h("p1"), 9, 0, True, 4.0))
+        assert w.flush()
+        preds = {p.request_id: p for p in w.predictions}
+        assert preds["a"].prefill_s_no_hit == 2.0
+        assert preds["a"].prefill_s == {"vllm|64": 2.0, "lru|64": 2.0, "engine": 2.0}
+        assert preds["b"].prefill_s_no_hit == 4.0
+        assert preds["b"].prefill_s == {"vllm|64": 1.25, "lru|64": 1.25, "engine": 1.5}
+        assert preds["c"].prefill_s_no_hit == 2.0
+        snap = w.snapshot
+        assert snap.prefill_keys == snap.cache_keys
+        for key, row in zip(snap.prefill_keys, snap.prefill):
+            f = dict(zip(PREFILL_FIELDS, row))
+            assert f["prefill_seconds"] == 2.0 + 1.25, key
+            assert f["prefill_seconds_saved"] == 0.0 + (4.0 - 1.25), key
+        eng = dict(zip(WORKER_FIELDS, snap.worker))
+        assert eng["engine_prefill_seconds"] == 2.0 + 1.5
+        assert eng["engine_prefill_seconds_saved"] == 4.0 - 1.5
+        assert float(t(12, 5)) == 1.25
+        payload = cumulative_payload(snap, (0, 0, 0, 0, 0), 8)
+        assert payload["p"] == {k: list(r) for k, r in zip(snap.prefill_keys, snap.prefill)}
+        assert payload["e"]["engine_prefill_seconds_saved"] == 2.5
+    finally:
+        w.stop()
+
+
+def test_without_a_profile_no_prefill_part():
+    w = ShadowWorker(config())
+    try:
+        w.submit(admit("a", h("p1", "p2"), 9))
+        assert w.flush()
+        snap = w.snapshot
+        assert snap.prefill_keys == () and snap.prefill == ()
+        assert w.predictions[0].prefill_s is None and w.predictions[0].prefill_s_no_hit is None
+    finally:
+        w.stop()

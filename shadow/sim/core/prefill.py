@@ -17,6 +17,7 @@ the profile measured as the engine's TTFT, ``t(c, N - c)`` is the request's TTFT
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,6 +61,30 @@ def request_seconds(profile: Profile, input_length: np.ndarray, hit_blocks: np.n
     N = np.asarray(input_length, dtype=np.int64)
     c = prefill_cached_tokens(N, np.asarray(hit_blocks, dtype=np.int64), int(block_tokens))
     return profile.seconds(c, N - c), profile.seconds(np.zeros_like(N), N)
+
+
+def admission_seconds(profile: Profile, num_tokens: Sequence[int], engine_hit_tokens: Sequence[int],
+                      hit_blocks: Sequence[Sequence[int]], block_tokens: int
+                      ) -> list[tuple[float, float, list[float]]]:
+    """A live batch's admissions: per admission ``k`` with ``num_tokens[k]`` prompt tokens, its
+    prefill seconds with no hit, with the engine's own hit of ``engine_hit_tokens[k]`` tokens,
+    and with each first-miss hit of ``hit_blocks[k]`` (blocks, one per cache that counted it),
+    in one profile lookup for the batch (the connector's worker)."""
+    N = np.asarray(num_tokens, dtype=np.int64)
+    # NOTE: the engine's hit is in tokens (never past N - 1 in vLLM; capped the same way)
+    c_eng = np.minimum(np.asarray(engine_hit_tokens, dtype=np.int64), np.maximum(N - 1, 0))
+    reps = [len(h) for h in hit_blocks]
+    t, _t0 = request_seconds(profile, np.repeat(N, reps),
+                             np.fromiter((x for h in hit_blocks for x in h), dtype=np.int64,
+                                         count=sum(reps)), block_tokens)
+    t_no = profile.seconds(np.zeros_like(N), N).tolist()
+    t_eng = profile.seconds(c_eng, N - c_eng).tolist()
+    tl = t.tolist()
+    out, j = [], 0
+    for k, m in enumerate(reps):
+        out.append((t_no[k], t_eng[k], tl[j:j + m]))
+        j += m
+    return out
 
 
 class PrefillMeter:
