@@ -201,6 +201,7 @@ def test_default_sizes_and_help():
 BAD = [
     (["--at", "100"], "--at 100: below 374 blocks, the room the largest request needs"),
     (["--at", "0"], "bad --at size '0': must be positive"),
+    (["--at", "8k,3g"], "--at 3221225472: above 2147483646 blocks (2**31 - 2)"),
     (["--at", "8k,x"], "bad --at size 'x'"),
     (["--at", " "], "--at is empty"),
     (["--target", "0"], "--target 0: a share of the infinite cache's ratio is in (0, 1]"),

@@ -17,6 +17,7 @@ from shadow.sim.mrc.curve import CSV_COLUMNS, METRICS, TARGET_METRICS, Curve, pa
 from shadow.sim.mrc.offline import CURVE_ALGOS
 from shadow.sim.engine.rules import LOOKUP_MODES
 from shadow.sim.options import run_options
+from shadow.sim.registry import MAX_CAPACITY
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +130,10 @@ def mrc(trace, algo, at, output, target, lookup, cost_model, replay_order, bytes
         if not at.strip():
             raise ShadowError("--at is empty")
         sizes = parse_size_list(at, what="--at size")
+        too_large = [c for c in sizes if c > MAX_CAPACITY]
+        if too_large:
+            raise ShadowError(f"--at {too_large[0]}: above {MAX_CAPACITY} blocks (2**31 - 2), "
+                              f"the largest cache simulate runs")
     targets = parse_targets(target) if target is not None else []
     if (bytes_per_block is not None or kv_config is not None) and not targets:
         raise ShadowError("--bytes-per-block and --kv-config size the --target capacities; "
