@@ -13,7 +13,8 @@ each request's replica in arrival order and that replica serves it, exactly as
   request by request (serial) or event by event in time order (a time model).
 
 Times (``--timing``): serial routes in file order with nothing in flight; ``recorded`` routes
-each request at its recorded start and keeps its recorded completion; ``model`` routes at the
+each request at its recorded arrival (a merged recording's ``arrival_time_us``, else its
+start), admits it at its recorded start and keeps its recorded completion; ``model`` routes at the
 arrival and gives each replica its own service model queue (``ServiceModel``'s rules, per
 replica: the concurrency is per engine).  The load a router reads (in flight, waiting, prompt
 tokens in prefill, blocks of running requests) comes from those times.
@@ -193,8 +194,12 @@ class Schedule:
                                   f"completion time {int(done[r])} us: --timing recorded needs "
                                   f"both (router {router})")
             self.start[:], self.done[:], self.prefill_end[:] = start, done, start
-            self.order = np.argsort(start, kind="stable")
-            self.route_us = start
+            # NOTE: a router decides when a request arrives, before the engine queues and admits
+            # it: a merged recording's arrival_time_us (lcp v2), where known and not after the
+            # admission; else the admission (a v1 trace's start is its arrival)
+            arr = rec["arrival_time_us"].astype(np.int64)
+            self.route_us = np.where((arr >= 0) & (arr <= start), arr, start)
+            self.order = np.argsort(self.route_us, kind="stable")
         else:
             arr = np.where(rec["start_time_us"] >= 0, rec["start_time_us"],
                            rec["complete_time_us"]).astype(np.int64)

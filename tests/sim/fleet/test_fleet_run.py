@@ -105,6 +105,25 @@ def test_load_tracks_the_schedule():
     assert load.in_flight(0) == 0 and load.prefill_tokens(0) == 0
 
 
+def test_recorded_timing_routes_at_the_arrival(synth_small, synth_ft):
+    """A merged recording's arrival_time_us is when the router decided (before the engine
+    queued and admitted the request): --timing recorded routes in arrival order, and by the
+    admission where the arrival is unknown (a v1 trace)."""
+    ft = synth_ft
+    n = 6
+    sub = type(ft)(*_sub(ft, np.arange(n), False), ft.header, ft.block_size)
+    # admissions in the reverse of the arrivals: queued the longer the earlier they arrived
+    sub.rec["arrival_time_us"] = 1_000 + 10 * np.arange(n)
+    sub.rec["start_time_us"] = 2_000 - 10 * np.arange(n)
+    sub.rec["complete_time_us"] = 3_000
+    rr = parse_router("round_robin")
+    got = run_fleet([CacheSpec("lru", 400)], sub, 2, rr, _setup(synth_small, ft, "recorded"))[0]
+    assert got.assign.tolist() == [k % 2 for k in range(n)]
+    sub.rec["arrival_time_us"] = -1
+    got = run_fleet([CacheSpec("lru", 400)], sub, 2, rr, _setup(synth_small, ft, "recorded"))[0]
+    assert got.assign.tolist() == [(n - 1 - k) % 2 for k in range(n)]
+
+
 def test_refusals_of_what_a_request_lacks(synth_small, synth_ft):
     """The driver's own refusals: what one request lacks (the run's settings are RunSpec's:
     tests/sim/test_run.py)."""
