@@ -211,9 +211,10 @@ def served_counts(urls: Sequence[str]) -> list[float]:
 
 
 def replay_through(trace: Path, endpoint: str, server: str, out: Path, *,
-                   concurrency: int = 1, num_gpu_blocks: int = 64) -> list[dict]:
+                   concurrency: int = 1, num_gpu_blocks: int = 64) -> tuple[list[dict], float]:
     """``replay --session-headers`` of ``trace`` through the router at ``endpoint``, at most
-    ``concurrency`` requests in flight; its per-request rows in send order.
+    ``concurrency`` requests in flight; its per-request rows in send order and the run's start
+    (Unix seconds: a row's send time is that plus its ``sent_s``).
 
     NOTE: the server's facts are read from ``server`` (``--info-endpoint``): vllm-router 0.1.17
     forwards ``/metrics`` and ``/version`` through its policy, which would advance round_robin's
@@ -231,7 +232,8 @@ def replay_through(trace: Path, endpoint: str, server: str, out: Path, *,
     assert r.returncode == 0, r.stdout + r.stderr
     rows = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
     assert all(x.get("error") is None for x in rows), [x["error"] for x in rows if x["error"]]
-    return sorted(rows, key=lambda x: x["seq"])
+    started = json.loads((out / "run.json").read_text())["started_unix"]
+    return sorted(rows, key=lambda x: x["seq"]), float(started)
 
 
 def merge_recordings(dirs: Sequence[Path], out: Path) -> Path:
@@ -248,24 +250,85 @@ def merge_recordings(dirs: Sequence[Path], out: Path) -> Path:
 
 
 def fleet_window(merged: Path, t0_us: int, t1_us: int, block_size: int):
-    """The merged trace's requests that arrived in ``[t0_us, t1_us]`` (wall clock), in arrival
-    order, as a loaded ``shadow.sim.fleet`` trace (file order = arrival order), and the replica
-    names."""
+    """The merged trace's requests that arrived in ``[t0_us, t1_us]`` (wall clock), one entry per
+    request in arrival order, as a loaded ``shadow.sim.fleet`` trace (file order = arrival
+    order), the replica names and how many admissions ended in a preemption.
+
+    NOTE: an admission that ended in a preemption is a record of its own (type ``preempted``)
+    with the request's arrival and replica; the request is its last record, started at its
+    first admission (a router routes it once, at its arrival)."""
     import numpy as np
 
     from shadow.sim.fleet.run import FleetTrace
     from shadow.trace import read_header
     from shadow.trace.convert import load_lcp
+    from shadow.trace.segments import PREEMPTED_TYPE
 
     header = read_header(str(merged))
     t = load_lcp(str(merged))
-    arrival = t.records["arrival_time_us"]
-    order = np.flatnonzero((arrival >= t0_us) & (arrival <= t1_us))
+    rec = t.records
+    arrival = rec["arrival_time_us"]
+    win = np.flatnonzero((arrival >= t0_us) & (arrival <= t1_us))
+    preempted = np.array([header.type_name(int(x)) == PREEMPTED_TYPE
+                          for x in rec["type_id"][win]], dtype=bool)
+    first_start: dict[tuple[int, int], int] = {}
+    for k in win:
+        key = (int(arrival[k]), int(rec["replica_id"][k]))
+        first_start[key] = min(first_start.get(key, int(rec["start_time_us"][k])),
+                               int(rec["start_time_us"][k]))
+    order = win[~preempted]
     order = order[np.argsort(arrival[order], kind="stable")]
+    out = rec[order].copy()
+    out["start_time_us"] = [first_start[(int(a), int(r))]
+                            for a, r in zip(out["arrival_time_us"], out["replica_id"])]
     ids = [t.block_ids[t.offsets[k]:t.offsets[k + 1]] for k in order]
     off = np.zeros(len(ids) + 1, dtype=np.int64)
     np.cumsum([len(x) for x in ids], out=off[1:])
     flat = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)
-    ft = FleetTrace(t.records[order], off, flat, np.full(flat.shape[0], -1, dtype=np.int64),
-                    header, block_size)
-    return ft, list(header.replica_names)
+    ft = FleetTrace(out, off, flat, np.full(flat.shape[0], -1, dtype=np.int64), header,
+                    block_size)
+    return ft, list(header.replica_names), int(np.count_nonzero(preempted))
+
+
+def match_sent(ft, rows: Sequence[dict], started_unix: float) -> list[int]:
+    """For each request of ``ft`` (a :func:`fleet_window`), the replay row (index into ``rows``)
+    that sent it.
+
+    The recording has no request ids, so a request is matched by its prompt: the same token
+    count and full blocks that map one to one onto the row's trace blocks (the map from trace
+    ids to recorded ids, built as rows are matched in send order, stays a bijection); among
+    equals the nearest in time (``started_unix`` + the row's ``sent_s`` and ``end_s`` against
+    the arrival and the release: a first turn's full blocks may be the shared system prompt
+    alone, and concurrent sends reach the engines in any order)."""
+    n = ft.n
+    free = set(range(n))
+    d2r: dict[int, int] = {}
+    taken: set[int] = set()
+    out = [-1] * n
+    for j in sorted(range(len(rows)), key=lambda j: rows[j]["sent_s"]):
+        row = rows[j]
+        blocks = [int(b) for b in row["blocks"]]
+        sent_us = (started_unix + row["sent_s"]) * 1e6
+        end_us = (started_unix + (row["end_s"] or row["sent_s"])) * 1e6
+        best = None
+        for i in free:
+            if int(ft.rec["input_length"][i]) != row["prompt_tokens"]:
+                continue
+            ids = ft.ids[ft.off[i]:ft.off[i] + len(blocks)].tolist()
+            if len(ids) != len(blocks) or not all(
+                    d2r[d] == r if d in d2r else r not in taken for d, r in zip(blocks, ids)):
+                continue
+            gap = (abs(int(ft.rec["arrival_time_us"][i]) - sent_us)
+                   + abs(int(ft.rec["complete_time_us"][i]) - end_us))
+            if best is None or gap < best[0]:
+                best = (gap, i, ids)
+        if best is None:
+            raise AssertionError(f"replay row {row['seq']} (trace request {row['index']}) "
+                                 f"matches no recorded request")
+        _, i, ids = best
+        free.discard(i)
+        out[i] = j
+        for d, r in zip(blocks, ids):
+            d2r[d] = r
+            taken.add(r)
+    return out

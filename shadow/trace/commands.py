@@ -52,10 +52,13 @@ def convert(paths: tuple[str, ...], block_id: str, allow_truncated: bool, time_u
     JSONL -> lcp:   shadow convert trace.jsonl trace.lcp.zst
     lcp -> JSONL:   shadow convert trace.lcp.zst slice.jsonl   (dense ids)
     segments -> lcp: shadow convert seg1.lcp.zst seg2.lcp.zst.partial joined.lcp.zst
+    replicas -> fleet: shadow convert r0/*.lcp.zst* r1/*.lcp.zst* fleet.lcp.zst  (lcp v2)
 
     The input format is told by content; the output format by the name (.lcp, .lcp.zst,
     .jsonl).  Outputs are written to a temporary name and renamed on success.  A trace without
     sessions gets them from its parent_chat_id chains (session = the root's chat id).
+    Several replicas' recordings (one fleet_key) merge into one trace that keeps each
+    request's replica (docs/lcp.md "lcp v2", docs/fleet.md).
     """
     from shadow.trace.convert import convert_file
 

@@ -27,9 +27,9 @@ import time
 import numpy as np
 import pytest
 
-from tests.router_support import (conversation_trace, fleet_window, merge_recordings,
-                                  replay_through, router_available, served_counts, start_fleet,
-                                  start_router)
+from tests.router_support import (conversation_trace, fleet_window, match_sent,
+                                  merge_recordings, replay_through, router_available,
+                                  served_counts, start_fleet, start_router)
 from tests.vllm_support import (BLOCK_SIZE, http_get, serve_like_vllm, tiny_model_path,
                                 vllm_available)
 
@@ -69,11 +69,11 @@ def fleet_runs(tmp_path_factory):
                     time.sleep(2.0)
                 before = served_counts(urls)
                 t0 = time.time()
-                rows = replay_through(drive, rurl, urls[0], work / f"out-{policy}",
-                                      num_gpu_blocks=NUM_GPU_BLOCKS)
+                rows, started = replay_through(drive, rurl, urls[0], work / f"out-{policy}",
+                                               num_gpu_blocks=NUM_GPU_BLOCKS)
                 t1 = time.time()
                 served = [a - b for a, b in zip(served_counts(urls), before)]
-            runs.append((policy, order, rows, served, (int(t0 * 1e6), int(t1 * 1e6))))
+            runs.append((policy, order, rows, started, served, (int(t0 * 1e6), int(t1 * 1e6))))
         dirs = fleet.record_dirs
     merged = merge_recordings(dirs, work / "fleet.lcp.zst")
     return runs, merged, urls, drive
@@ -86,14 +86,16 @@ def test_real_router_against_the_models(fleet_runs, k):
     from shadow.sim.fleet.run import FleetSetup, run_fleet
 
     runs, merged, urls, drive = fleet_runs
-    policy, order, rows, served, (t0, t1) = runs[k]
+    policy, order, rows, started, served, (t0, t1) = runs[k]
     model = POLICIES[k][2]
-    ft, names = fleet_window(merged, t0, t1, BLOCK_SIZE)
+    ft, names, preempted = fleet_window(merged, t0, t1, BLOCK_SIZE)
+    assert preempted == 0
     replica_of_url = {u: f"r{i}" for i, u in enumerate(urls)}
     assert sorted(order) == sorted(urls)
 
     # every request sent is in the recording once, in send order, with its times
     assert ft.n == len(rows)
+    assert match_sent(ft, rows, started) == list(range(ft.n))
     assert [int(x) for x in ft.rec["input_length"]] == [r["prompt_tokens"] for r in rows]
     rec_replica = [names[int(x) - 1] for x in ft.rec["replica_id"]]
     assert all(0 < a <= s < c for a, s, c in zip(ft.rec["arrival_time_us"],
@@ -123,8 +125,9 @@ def test_real_router_against_the_models(fleet_runs, k):
 
         with open_trace(str(drive)) as tr:
             sent = np.concatenate([b.records for b in tr])
-        ft.rec["session_id"] = sent["session_id"][:ft.n]
-        ft.rec["user_id"] = sent["user_id"][:ft.n]
+        idx = [r["index"] for r in rows]
+        ft.rec["session_id"] = sent["session_id"][idx]
+        ft.rec["user_id"] = sent["user_id"][idx]
     (res,) = run_fleet([CacheSpec("vllm", cap)], ft, REPLICAS, parse_router(model),
                        FleetSetup({"lookup": "vllm", "block_size_tokens": BLOCK_SIZE},
                                   names=order))
