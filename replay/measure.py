@@ -188,7 +188,8 @@ async def _measure(cfg: ClientConfig, synth: TokenSynth, points: list[tuple[int,
         # NOTE: a row the profile loader would refuse (a point far below one with fewer new
         # tokens) is usually one noisy median: both points get more repeats, a few times
         for again in range(1, REMEASURE_ROUNDS + 1):
-            bad = monotone_violation({(p.cached, p.new): p.median for p in out})
+            bad = monotone_violation({(p.cached, p.new): (p.median, min(p.ttft_s),
+                                                          max(p.ttft_s)) for p in out})
             if bad is None:
                 break
             c, n_hi, n_lo = bad

@@ -219,7 +219,9 @@ def _bad(tmp_path, rows, match, model=None):
     return msg
 
 
-@pytest.mark.parametrize("rows, match", [
+#: (the file's lines, what its one-line refusal says); the commands' refusals run the same rows
+#: (tests/sim/test_profile_run.py)
+BAD_PROFILES = [
     ([], r"has 0 points"),
     ([{"env": True}], r"has 0 points"),
     ([_pt(0, 100, 1.0)], r"has 1 point;"),
@@ -241,10 +243,15 @@ def _bad(tmp_path, rows, match, model=None):
      r":3: the point cached 0, new 100 is already at line 1 with other seconds"),
     ([_pt(0, 100, 1.0), _pt(0, 200, 2.0), _pt(0, 400, 0.5)],
      r":3: not monotone in new tokens: cached 0, new 400 takes 0.5 s, less than 2 s for new 200 "
-     r"\(line 2\)"),
+     r"\(line 2\) by more than 0.25 of the row's fastest point and beyond both points' repeats"),
+    ([_pt(0, 100, 1.0), _pt(0, 200, 2.0, min_s=1.9, max_s=2.1),
+      _pt(0, 400, 1.5, min_s=1.4, max_s=1.6)], r":3: not monotone in new tokens"),
     ([_pt(0, 100, 1.0, model="a"), _pt(0, 200, 2.0)], r"several models \(a, \(no model key\)\)"),
     ([_pt(512, 100, 1.0), _pt(512, 200, 2.0)], r"no point at cached 0"),
-])
+]
+
+
+@pytest.mark.parametrize("rows, match", BAD_PROFILES)
 def test_bad_profiles(tmp_path, rows, match):
     _bad(tmp_path, rows, match)
 
@@ -252,6 +259,20 @@ def test_bad_profiles(tmp_path, rows, match):
 def test_duplicates_that_agree_are_one_point(tmp_path):
     p = load_profile(_write(tmp_path, [_pt(0, 100, 1.0), _pt(0, 200, 2.0), _pt(0, 100, 1.0)]))
     assert p.n_points == 2
+
+
+def test_a_fall_within_both_points_repeats_is_kept(tmp_path):
+    """A fall beyond the tolerance whose points' repeats overlap (noise that grows with the time,
+    as on a shared CPU) is kept; without the spread, or with spreads apart, it is refused."""
+    rows = [_pt(0, 100, 0.01), _pt(0, 3104, 0.1087, min_s=0.0970, max_s=0.1395),
+            _pt(0, 3200, 0.1032, min_s=0.0976, max_s=0.1062)]
+    p = load_profile(_write(tmp_path, rows))
+    assert float(p.seconds(0, 3200)) == 0.1032
+    _bad(tmp_path, [{k: v for k, v in r.items() if k not in ("min_s", "max_s")} for r in rows],
+         r":3: not monotone")
+    # a spread that is not a number, or does not hold s, counts as none
+    _bad(tmp_path, [rows[0], dict(rows[1], min_s="x"), rows[2]], r":3: not monotone")
+    _bad(tmp_path, [rows[0], dict(rows[1], max_s=0.1), rows[2]], r":3: not monotone")
 
 
 def test_a_dip_within_the_tolerance_is_kept(tmp_path):

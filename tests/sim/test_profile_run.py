@@ -6,6 +6,7 @@ CSV; the block-size binding; the refusals."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +22,8 @@ from shadow.sim.cost.profile import load_profile
 from shadow.sim.run import RunSpec, run
 from shadow.sweep.store import parse_result_line
 from shadow.trace.writer import LcpWriter
+from tests.sim.test_cost_profile import BAD_PROFILES
+from tests.tiers import unit_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 H200 = str(ROOT / "shadow" / "data" / "h200_prefill.jsonl")
@@ -202,6 +205,22 @@ def test_a_fleet_with_a_profile_is_refused(tmp_path):
              f"profile:{H200},model=llama3_8b", "--replicas", "2", "--router", "random")
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert r.returncode == 2 and len(lines) == 1 and "a fleet (--router)" in lines[0], r.stderr
+
+
+@pytest.mark.parametrize("rows, match", unit_rows(BAD_PROFILES, 4))
+def test_every_bad_profile_is_one_line_and_exit_2(tmp_path, rows, match):
+    """Each refusal of the profile loader, through simulate: one line naming the file (and its
+    line), exit 2, no traceback, nothing written."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+    path = tmp_path / "hits.lcp"
+    _hit_trace(path, "llama3_8b")
+    out = tmp_path / "out.json"
+    r = _cli("simulate", "-t", str(path), "-a", "lru", "-c", "1k", "--cost-model",
+             f"profile:{bad}", "-o", str(out))
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and str(bad) in lines[0], r.stderr
+    assert re.search(match, lines[0]) and "Traceback" not in r.stderr and not out.exists()
 
 
 def test_a_non_monotone_file_is_named_with_its_line(tmp_path):

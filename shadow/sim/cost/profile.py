@@ -50,9 +50,9 @@ Refused (:class:`~shadow.errors.ShadowError`, one line naming the file and line)
 not a JSON object, one with some but not all of ``cached``/``new``/``s``, a value of the wrong
 kind or range (negative or non-finite seconds, ``new`` 0), two points at the same ``(c, n)`` with
 different seconds, fewer than two points, no point at ``cached`` 0, and a row that is not
-monotone in new tokens: a point
-more than :data:`MONOTONE_TOLERANCE` of its row's fastest point below a point of the same row with
-fewer new tokens (see there).
+monotone in new tokens: a point more than :data:`MONOTONE_TOLERANCE` of its row's fastest point
+below a point of the same row with fewer new tokens, beyond the two points' spread of repeats
+(``min_s``..``max_s``, where the file gives them; :func:`monotone_violation`).
 """
 
 from __future__ import annotations
@@ -68,12 +68,15 @@ import numpy as np
 from shadow.errors import ShadowError
 
 #: How far (a share of the row's fastest point, its fixed cost) a point may lie below a point of
-#: the same cached row with fewer new tokens before the row counts as not monotone.
+#: the same cached row with fewer new tokens before the row counts as not monotone (when their
+#: repeats do not overlap either: :func:`monotone_violation`).
 #: NOTE: a quarter: in h200_prefill.jsonl the largest such decrease is 5.7 ms (llama3_8b,
 #: cached 0: 36.9 ms at 512 new tokens, 31.2 ms at 1,024), 0.18 of that row's fastest point
 #: (31.2 ms), and the three repeats of one point spread by up to 0.32 of their median (qwen25_7b,
 #: cached 1,024, new 256: 21.0 to 27.9 ms): the noise of a forward's fixed cost.  A row written in
-#: the wrong order, or with swapped columns, falls by far more than that.
+#: the wrong order, or with swapped columns, falls by far more than that.  Noise that grows with
+#: the time (a shared CPU: two medians of 3,104 and 3,200 new tokens 5.5 ms apart, 5% of them)
+#: shows in the repeats' spread, which must not overlap for a fall to count.
 MONOTONE_TOLERANCE = 0.25
 
 #: The parameters ``profile:FILE`` takes after the file name.
@@ -207,9 +210,18 @@ def _int_value(v, key: str, where: str, low: int) -> int:
     return int(v)
 
 
-def _read_points(path: str, model: str | None) -> list[tuple[int, int, float, int]]:
-    """The file's points ``(cached, new, s, line)`` of ``model`` (every model's when None, which
-    must then be one)."""
+def _spread(d: dict, s: float) -> tuple[float, float]:
+    """A point's ``(min_s, max_s)`` when both are numbers around ``s``, else ``(s, s)``."""
+    lo, hi = d.get("min_s"), d.get("max_s")
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+           for v in (lo, hi)) and lo <= s <= hi:
+        return float(lo), float(hi)
+    return s, s
+
+
+def _read_points(path: str, model: str | None) -> list[tuple]:
+    """The file's points ``(cached, new, s, line, min_s, max_s)`` of ``model`` (every model's
+    when None, which must then be one)."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
@@ -217,7 +229,7 @@ def _read_points(path: str, model: str | None) -> list[tuple[int, int, float, in
                           f"{exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise ShadowError(f"{path}: byte {exc.start}: not UTF-8 text") from None
-    pts: list[tuple[int, int, float, int, str | None]] = []
+    pts: list[tuple] = []
     for i, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -243,7 +255,7 @@ def _read_points(path: str, model: str | None) -> list[tuple[int, int, float, in
             raise ShadowError(f"{where}: s is {json.dumps(s)}, not a finite number of seconds "
                               f"> 0")
         m = d.get("model")
-        pts.append((c, n, float(s), i, None if m is None else str(m)))
+        pts.append((c, n, float(s), i, None if m is None else str(m), *_spread(d, float(s))))
     models = sorted({p[4] for p in pts if p[4] is not None})
     if model is not None:
         kept = [p for p in pts if p[4] == model]
@@ -256,7 +268,7 @@ def _read_points(path: str, model: str | None) -> list[tuple[int, int, float, in
                  sorted({p[4] for p in pts}, key=lambda m: (m is None, m or ""))]
         raise ShadowError(f"{path}: points of several models ({', '.join(names)}): pick one "
                           f"with profile:{path},model=NAME")
-    return [p[:4] for p in pts]
+    return [p[:4] + p[5:] for p in pts]
 
 
 def _fit(c: np.ndarray, n: np.ndarray, s: np.ndarray) -> tuple[float, float, float]:
@@ -283,21 +295,22 @@ def _fit(c: np.ndarray, n: np.ndarray, s: np.ndarray) -> tuple[float, float, flo
     return float(best[1][0]), float(best[1][1]), float(best[1][2])
 
 
-def monotone_violation(points: dict[tuple[int, int], float]) -> tuple[int, int, int] | None:
-    """The first point, rows by cached ascending and each by new ascending, that lies more than
-    :data:`MONOTONE_TOLERANCE` of its row's fastest point below an earlier point of the row:
-    ``(cached, new of that earlier, slowest point, new of the point)``; None when there is
-    none."""
+def monotone_violation(points: dict[tuple[int, int], tuple[float, float, float]]
+                       ) -> tuple[int, int, int] | None:
+    """The first point (rows by cached ascending, each by new ascending) that falls below an
+    earlier point of its row by more than :data:`MONOTONE_TOLERANCE` of the row's fastest point
+    *and* beyond both points' spread of repeats (the earlier one's fastest repeat slower than
+    this one's slowest): ``(cached, new of the earlier point, new of the point)``; None when
+    there is none.  ``points``: ``(cached, new) -> (s, min_s, max_s)`` (``min_s = max_s = s``
+    where the spread is not known)."""
     for c in sorted({k[0] for k in points}):
-        ns = sorted(n for (cc, n) in points if cc == c)
-        ss = [points[(c, n)] for n in ns]
-        fastest = min(ss)
-        top = 0
-        for k in range(1, len(ns)):
-            if ss[k] > ss[top]:
-                top = k
-            elif ss[top] - ss[k] > MONOTONE_TOLERANCE * fastest:
-                return c, ns[top], ns[k]
+        row = [(n, *points[(cc, n)]) for cc, n in sorted(points) if cc == c]
+        fastest = min(p[1] for p in row)
+        for k, (n, s, _lo, hi) in enumerate(row):
+            above = [(s_j, n_j) for n_j, s_j, lo_j, _hi_j in row[:k]
+                     if s_j - s > MONOTONE_TOLERANCE * fastest and lo_j > hi]
+            if above:
+                return c, max(above)[1], n       # NOTE: named against the slowest of them
     return None
 
 
@@ -305,10 +318,12 @@ def load_profile(path: str, model: str | None = None) -> Profile:
     """Read and check FILE (module docstring); errors name the file and line."""
     pts = _read_points(path, model)
     seen: dict[tuple[int, int], tuple[float, int]] = {}
-    for c, n, s, line in pts:
+    spread: dict[tuple[int, int], tuple[float, float, float]] = {}
+    for c, n, s, line, lo, hi in pts:
         prev = seen.get((c, n))
         if prev is None:
             seen[(c, n)] = (s, line)
+            spread[(c, n)] = (s, lo, hi)
         elif prev[0] != s:
             raise ShadowError(f"{path}:{line}: the point cached {c}, new {n} is already at line "
                               f"{prev[1]} with other seconds ({s:.6g} s there {prev[0]:.6g} s)")
@@ -321,7 +336,7 @@ def load_profile(path: str, model: str | None = None) -> Profile:
                           f"every saving is measured against)"
                           f"{'' if model is None else f' for model {model}'}")
     rows = []
-    bad = monotone_violation({k: v[0] for k, v in seen.items()})
+    bad = monotone_violation(spread)
     if bad is not None:
         c, n_top, n = bad
         s_top, line_top = seen[(c, n_top)]
@@ -329,7 +344,8 @@ def load_profile(path: str, model: str | None = None) -> Profile:
         raise ShadowError(
             f"{path}:{line}: not monotone in new tokens: cached {c}, new {n} takes "
             f"{s_low:.6g} s, less than {s_top:.6g} s for new {n_top} (line "
-            f"{line_top}) by more than {MONOTONE_TOLERANCE:g} of the row's fastest point")
+            f"{line_top}) by more than {MONOTONE_TOLERANCE:g} of the row's fastest point and "
+            f"beyond both points' repeats")
     for c in sorted({k[0] for k in seen}):
         ns = sorted(n for (cc, n) in seen if cc == c)
         rows.append(ProfileRow(c, np.asarray(ns, dtype=np.float64),
