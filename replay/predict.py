@@ -26,12 +26,15 @@ from __future__ import annotations
 import logging
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shadow.errors import ShadowError
 
 from replay.engine_model import BlockPoolModel, EngineRequest, engine_request, unique_keys
 from replay.results import RequestResult
+
+if TYPE_CHECKING:
+    from shadow.sim.cost import CostModel
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +53,16 @@ class Prediction:
     result_lines: list[str] = field(default_factory=list)
 
 
-def _make_simulator(policies: list[str], capacity: int, cost_model: str):
+def bound_cost(cost_model: "str | CostModel", block_size: int) -> "CostModel":
+    """The cost model parsed (once) and bound to the engine's block size (a ``profile:``'s
+    block costs need it; :meth:`shadow.sim.cost.CostModel.for_block_size`)."""
+    from shadow.sim.cost import CostModel, parse_cost_model
+
+    cost = cost_model if isinstance(cost_model, CostModel) else parse_cost_model(cost_model)
+    return cost.for_block_size(block_size)
+
+
+def _make_simulator(policies: list[str], capacity: int, cost_model: "str | CostModel"):
     from shadow.sim import CacheSpec, Simulator, list_policies
 
     available = set(list_policies())
@@ -94,7 +106,8 @@ def engine_order(results: list[RequestResult]) -> list[tuple[float, int, Request
 
 def predict(results: list[RequestResult], *, tokens_per_block: int, block_size: int,
             num_gpu_blocks: int, policies: list[str] | None = None,
-            cost_model: str = "uniform", use_simulator: bool = True) -> Prediction:
+            cost_model: "str | CostModel" = "uniform",
+            use_simulator: bool = True) -> Prediction:
     if num_gpu_blocks < 2:
         raise ShadowError(f"bad engine capacity {num_gpu_blocks} blocks")
     if tokens_per_block % block_size:
@@ -104,6 +117,7 @@ def predict(results: list[RequestResult], *, tokens_per_block: int, block_size: 
     wanted = ["vllm"] + [p for p in (policies if policies is not None else DEFAULT_POLICIES)
                          if p != "vllm"]
     pred = Prediction(policies=[], block_size=block_size, capacity_blocks=capacity)
+    cost_model = bound_cost(cost_model, block_size)
     sim = None
     if use_simulator:
         sim, pred.policies, pred.skipped_policies = _make_simulator(wanted, capacity, cost_model)
@@ -195,7 +209,7 @@ def _recording_batches(path: str):
 
 def predict_recorded(results: list[RequestResult], recording: str, *, block_size: int,
                      num_gpu_blocks: int, policies: list[str] | None = None,
-                     cost_model: str = "uniform") -> Prediction:
+                     cost_model: "str | CostModel" = "uniform") -> Prediction:
     """The prediction from the engine's own recording (the ShadowConnector's, ``record_dir``),
     served with ``shadow simulate --timing recorded`` (:mod:`shadow.sim.timing.run`): every
     admission and release in the engine's order, as the connector stamped them, queueing and

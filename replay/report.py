@@ -11,6 +11,13 @@ predicted hits.  It writes, next to the results (each to a temporary name, then 
 
 Match rate = requests with ``measured == predicted`` over the requests that reached the engine and
 reported cached tokens.
+
+With a profile cost model (``--cost-model profile:FILE``, e.g. from ``replay --measure-profile``)
+the report also predicts each request's TTFT from the profile at the shadow's predicted hit,
+``t(c, N - c)`` (:func:`ttft_prediction`), and says its error per request and in total; and, to
+tell the two apart, at the hit the engine reported.  One request at a time that is the whole
+TTFT the profile measured; with requests in flight the measured TTFT also holds queueing, which
+the prediction does not (the report says so).
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ import numpy as np
 from shadow.errors import ShadowError
 
 from replay.prefill import fit_prefill
-from replay.predict import Prediction, predict, predict_recorded
+from replay.predict import Prediction, bound_cost, predict, predict_recorded
 from replay.results import RequestResult, read_results, summarize
 from shadow.atomic import atomic_path, atomic_write_text
 
@@ -95,6 +102,56 @@ def policy_table(results: list[RequestResult], pred: Prediction, model) -> list[
                         "prefill_saving": float(1.0 - (t - model.coef[0]).sum() / base.sum())
                         if base.sum() > 0 else None})
         out.append(row)
+    return out
+
+
+def _errors(pred: np.ndarray, meas: np.ndarray) -> dict[str, Any]:
+    """Per-request and total error of predicted against measured seconds."""
+    err = pred - meas
+    rel = err / meas
+    tot_p, tot_m = float(pred.sum()), float(meas.sum())
+    return {"total_predicted_s": tot_p, "total_measured_s": tot_m,
+            "total_error": (tot_p - tot_m) / tot_m if tot_m > 0 else None,
+            "mean_abs_error_s": float(np.abs(err).mean()),
+            "mean_abs_rel_error": float(np.abs(rel).mean()),
+            "rms_rel_error": float(np.sqrt((rel ** 2).mean())),
+            "largest_abs_rel_error": float(np.abs(rel).max())}
+
+
+def ttft_prediction(results: list[RequestResult], pred: Prediction, cost,
+                    concurrency: int | None) -> dict[str, Any] | None:
+    """Each request's TTFT from the profile (``cost.profile``) at the shadow's predicted hit
+    (its ``vllm`` cache) and at the engine's measured hit, against the measured TTFT: per
+    request and in total.  None without a profile or without a request to compare."""
+    from shadow.sim.engine.rules import prefill_cached_tokens
+
+    prof = getattr(cost, "profile", None)
+    if prof is None:
+        return None
+    reqs = sorted((r for r in results if r.ok and r.ttft_s is not None and r.seq in pred.cached
+                   and "vllm" in pred.cached[r.seq]), key=lambda r: r.seq)
+    if not reqs:
+        return None
+    N = np.array([r.prompt_tokens_reported or r.prompt_tokens for r in reqs], dtype=np.int64)
+    meas = np.array([r.ttft_s for r in reqs], dtype=np.float64)
+    c = prefill_cached_tokens(N, np.array([pred.cached[r.seq]["vllm"] for r in reqs]), 1)
+    t = prof.seconds(c, N - c)
+    out: dict[str, Any] = {
+        "profile": cost.name, "n": len(reqs),
+        "one_at_a_time": concurrency == 1,
+        "at_predicted_hit": _errors(t, meas)}
+    rows = [{"seq": r.seq, "index": r.index, "prompt_tokens": int(n), "predicted_cached": int(cc),
+             "measured_cached": r.cached_tokens, "measured_s": float(m), "predicted_s": float(p),
+             "error_s": float(p - m)} for r, n, cc, m, p in zip(reqs, N, c, meas, t)]
+    have = [k for k, r in enumerate(reqs) if r.cached_tokens is not None]
+    if have:
+        Nm = N[have]
+        cm = prefill_cached_tokens(Nm, np.array([reqs[k].cached_tokens for k in have]), 1)
+        tm = prof.seconds(cm, Nm - cm)
+        out["at_measured_hit"] = _errors(tm, meas[have])
+        for k, v in zip(have, tm.tolist()):
+            rows[k]["at_measured_hit_s"] = v
+    out["requests"] = rows
     return out
 
 
@@ -202,6 +259,32 @@ def _md(rep: dict[str, Any]) -> str:
             hr = f"{p['hit_ratio']:.4f}" if p["hit_ratio"] is not None else "-"
             lines.append(f"| {p['policy']} | {hr} | {f('ttft_mean_s')} | {f('ttft_p50_s')} | "
                          f"{f('ttft_p90_s')} | {ps} |")
+    tp = rep.get("ttft_prediction")
+    if tp:
+        lines += ["", "## TTFT from the profile", "",
+                  f"Each request's TTFT predicted as the profile's prefill time `t(c, N - c)` "
+                  f"(`{tp['profile']}`) at the shadow's predicted hit c (its `vllm` cache), and "
+                  f"at the hit the engine reported, against the measured TTFT ({tp['n']} "
+                  f"requests)." + ("" if tp["one_at_a_time"] else
+                                   " **The run was not one request at a time: the measured TTFT "
+                                   "holds queueing, the prediction does not.**"), "",
+                  "| at | total measured (s) | total predicted (s) | total error | mean abs error "
+                  "(ms) | mean abs relative error | RMS relative error | largest |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        for key, name in (("at_predicted_hit", "the shadow's predicted hit"),
+                          ("at_measured_hit", "the engine's measured hit")):
+            e = tp.get(key)
+            if e:
+                lines.append(f"| {name} | {e['total_measured_s']:.4f} | "
+                             f"{e['total_predicted_s']:.4f} | {e['total_error']:+.2%} | "
+                             f"{e['mean_abs_error_s'] * 1e3:.2f} | {e['mean_abs_rel_error']:.2%} | "
+                             f"{e['rms_rel_error']:.2%} | {e['largest_abs_rel_error']:.2%} |")
+        lines += ["", "| seq | prompt tokens | cached (predicted) | measured TTFT (ms) | predicted "
+                  "(ms) | error (ms) |", "|---:|---:|---:|---:|---:|---:|"]
+        for row in tp["requests"][:50]:
+            lines.append(f"| {row['seq']} | {row['prompt_tokens']} | {row['predicted_cached']} | "
+                         f"{row['measured_s'] * 1e3:.1f} | {row['predicted_s'] * 1e3:.1f} | "
+                         f"{row['error_s'] * 1e3:+.1f} |")
     if rep["skipped_policies"]:
         lines += ["", "Not run: " + ", ".join(f"{k} ({v})" for k, v in rep["skipped_policies"].items())]
     lines += ["", "Plots: " + ", ".join(f"`{p}`" for p in rep["plots"]), ""]
@@ -217,12 +300,13 @@ def build_report(path: str | Path, *, block_size: int | None = None, num_gpu_blo
     (:func:`replay.predict.predict_recorded`) instead of replaying the requests in send order."""
     d, run, results = read_results(path)
     bs, nb, tpb = _engine_params(run, block_size, num_gpu_blocks, tokens_per_block)
+    cost = bound_cost(cost_model, bs)
     if recording is not None:
         pred = predict_recorded(results, str(recording), block_size=bs, num_gpu_blocks=nb,
-                                policies=policies, cost_model=cost_model)
+                                policies=policies, cost_model=cost)
     else:
         pred = predict(results, tokens_per_block=tpb, block_size=bs, num_gpu_blocks=nb,
-                       policies=policies, cost_model=cost_model)
+                       policies=policies, cost_model=cost)
     val = compare(results, pred)
     ok = [r for r in results if r.ok and r.ttft_s is not None and r.cached_tokens is not None]
     model = None
@@ -246,6 +330,8 @@ def build_report(path: str | Path, *, block_size: int | None = None, num_gpu_blo
         "policies": policy_table(results, pred, model),
         "skipped_policies": pred.skipped_policies,
         "simulator_result_lines": pred.result_lines,
+        "ttft_prediction": ttft_prediction(results, pred, cost,
+                                           (run.get("timing") or {}).get("concurrency")),
         "plots": [],
     }
     if plots:

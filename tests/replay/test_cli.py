@@ -55,10 +55,29 @@ def test_console_script_help():
      "'--max-output-tokens': '0' must be >= 1"),
 ])
 def test_bad_input_is_one_line(args, msg):
-    r = _run(*args)
+    _one_line(_run(*args), msg)
+
+
+def _one_line(r, msg):
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("replay: error: ") and msg in lines[0], r.stderr
+
+
+def test_a_bad_profile_is_one_line_before_any_request(tmp_path):
+    """--validate and `replay report` with a profile the loader refuses: its one line (file and
+    line), exit 2, before any server is contacted or any report written."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"cached": 0, "new": 100, "s": 0.01}\n{"cached": 0, "new": 200, "s": -1}\n')
+    want = f"{bad}:2: s is -1, not a finite number of seconds > 0"
+    _one_line(_run("--trace", BUNDLED, "--endpoint", "http://127.0.0.1:9", "--validate",
+                   "--cost-model", f"profile:{bad}", "-o", str(tmp_path / "out")), want)
+    assert not (tmp_path / "out").exists()
+    d = tmp_path / "res"
+    write_results(d, [], {"tokens_per_block": 32, "engine_block_size": 32, "num_gpu_blocks": 257},
+                  summarize([]))
+    _one_line(_run("report", str(d), "--cost-model", f"profile:{bad}"), want)
+    assert not (d / "report.json").exists()
 
 
 @pytest.mark.slow
@@ -146,6 +165,64 @@ def test_report_from_results_written_by_hand(tmp_path):
     os.remove(tmp_path / "run.json")
     r = _run("report", str(tmp_path))
     assert r.returncode == 2 and "--num-gpu-blocks" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_report_predicts_ttft_from_a_profile(tmp_path):
+    """`replay report --cost-model profile:FILE`: each request's TTFT from the profile at the
+    predicted hit and at the measured one, errors per request and in total, by hand."""
+    _, _, specs = load_requests(BUNDLED, tokens_per_block=32, skip_requests=3965, max_requests=6,
+                                max_output_tokens=4)
+    from replay.engine_model import BlockPoolModel, engine_request, unique_keys
+    from shadow.sim.cost.profile import load_profile
+
+    prof = tmp_path / "prof.jsonl"
+    prof.write_text("".join(json.dumps({"cached": c, "new": n, "s": 0.01 + 1e-5 * n + 2e-9 * c * n})
+                            + "\n" for c in (0, 2048, 8192) for n in (1, 512, 4096, 8192)))
+    t = load_profile(str(prof)).seconds
+    pool, fresh = BlockPoolModel(257, 32), unique_keys()
+    results = []
+    for i, s in enumerate(specs):
+        hit = pool.admit(i, engine_request(s.blocks, s.tail, 32, 32, s.max_tokens, fresh)) * 32
+        pool.release(i)
+        results.append(RequestResult(
+            index=s.index, seq=i, blocks=list(s.blocks), tail=s.tail, prompt_tokens=s.prompt_tokens,
+            max_tokens=s.max_tokens, sent_s=float(i), end_s=i + 0.5, reached_engine=True,
+            output_tokens=s.max_tokens, cached_tokens=hit, ttft_s=0.02 + 0.001 * i,
+            e2e_s=0.4, first_token_s=i + 0.1, status=200))
+    results[2].cached_tokens += 32          # the engine hit one block more than predicted
+    d = tmp_path / "res"
+    write_results(d, results, {"tokens_per_block": 32, "engine_block_size": 32,
+                               "num_gpu_blocks": 257, "timing": {"concurrency": 1}},
+                  summarize(results))
+    r = CliRunner().invoke(cli, ["report", str(d), "--policies", "lru", "--cost-model",
+                                 f"profile:{prof}"])
+    assert r.exit_code == 0, r.output
+    assert "## TTFT from the profile" in r.output
+    tp = json.loads((d / "report.json").read_text())["ttft_prediction"]
+    assert tp["n"] == 6 and tp["one_at_a_time"]
+    pred, meas, at_meas = [], [], []
+    for res, row in zip(results, tp["requests"]):
+        c = row["predicted_cached"]
+        n = res.prompt_tokens
+        assert c == (res.cached_tokens - (32 if res.seq == 2 else 0))
+        assert row["predicted_s"] == float(t(c, n - c))
+        assert row["at_measured_hit_s"] == float(t(res.cached_tokens, n - res.cached_tokens))
+        assert row["error_s"] == pytest.approx(row["predicted_s"] - res.ttft_s)
+        pred.append(row["predicted_s"])
+        meas.append(res.ttft_s)
+        at_meas.append(row["at_measured_hit_s"])
+    e = tp["at_predicted_hit"]
+    assert e["total_predicted_s"] == pytest.approx(sum(pred))
+    assert e["total_measured_s"] == pytest.approx(sum(meas))
+    assert e["total_error"] == pytest.approx(sum(pred) / sum(meas) - 1)
+    rel = [(p - m) / m for p, m in zip(pred, meas)]
+    assert e["mean_abs_rel_error"] == pytest.approx(sum(abs(x) for x in rel) / 6)
+    assert e["largest_abs_rel_error"] == pytest.approx(max(abs(x) for x in rel))
+    assert tp["at_measured_hit"]["total_predicted_s"] == pytest.approx(sum(at_meas))
+    assert tp["at_measured_hit"]["total_predicted_s"] < e["total_predicted_s"]   # one more hit
+    # without a profile: no TTFT prediction
+    r = CliRunner().invoke(cli, ["report", str(d), "--policies", "lru"])
+    assert json.loads((d / "report.json").read_text())["ttft_prediction"] is None
 
 
 @pytest.mark.slow

@@ -1,6 +1,8 @@
-"""``replay --measure-profile`` against a real vLLM server on the CPU (tiny model, 127.0.0.1).
+"""``replay --measure-profile`` and ``replay --validate`` with the profile it measured, against a
+real vLLM server on the CPU (tiny model, 127.0.0.1).
 
-Run under ``flock /tmp/vllm.lock`` on a shared machine: one server start-up for the module.
+Run under ``flock /tmp/vllm.lock`` on a shared machine: one server start-up for the module, with
+the replay tests' engine (256 usable blocks of 32 tokens, so the bundled slice evicts).
 """
 
 from __future__ import annotations
@@ -19,7 +21,14 @@ pytestmark = [pytest.mark.vllm, pytest.mark.slow,
               pytest.mark.skipif(not vllm_available(), reason="vllm is not installed")]
 
 MAX_MODEL_LEN = 4608
-SERVER_ARGS = ["--max-model-len", str(MAX_MODEL_LEN), "--enable-prompt-tokens-details"]
+NUM_GPU_BLOCKS = 257
+SERVER_ARGS = ["--num-gpu-blocks-override", str(NUM_GPU_BLOCKS), "--max-model-len",
+               str(MAX_MODEL_LEN), "--enable-prompt-tokens-details"]
+BUNDLED = str(REPO_ROOT / "shadow" / "data" / "mooncake_synthetic.jsonl")
+# NOTE: trace requests 3965..3989 at 32 tokens per block: prompts of 1,960 to 4,150 tokens, hits
+# of up to about 4,000 (tests/replay/test_replay_vllm.py); the profile's grid covers them
+VALIDATE_GRID = ["--profile-cached", "0,1024,2048,3072", "--profile-new", "32,128,1024",
+                 "--profile-repeats", "3"]
 ENV = {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"}
 # NOTE: the cached-0 row's points lie 900+ tokens apart (about 20 ms of the tiny model's prefill
 # on the CPU): a shared machine's noise stays below the profile's monotone tolerance
@@ -79,3 +88,33 @@ def test_measure_profile_refuses_what_the_server_cannot_do(server, tmp_path):
     assert r.returncode == 2 and f"more than the server's max_model_len {MAX_MODEL_LEN}" \
         in r.stderr, r.stderr
     assert "Traceback" not in r.stderr and not out.exists()
+
+
+def test_validate_predicts_ttft_from_the_measured_profile(server, tmp_path):
+    prof_dir = tmp_path / "prof"
+    r = _replay(["--measure-profile", "--endpoint", server, "-o", str(prof_dir), "--no-progress",
+                 *VALIDATE_GRID])
+    assert r.returncode == 0, r.stderr[-3000:]
+    profile = prof_dir / "profile.jsonl"
+    out = tmp_path / "val"
+    r = _replay(["--trace", BUNDLED, "--endpoint", server, "--skip-requests", "3965",
+                 "--max-requests", "25", "--tokens-per-block", "32", "--max-output-tokens", "8",
+                 "--concurrency", "1", "--seed", "7", "--validate", "--cost-model",
+                 f"profile:{profile}", "-o", str(out), "--no-progress"])
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "## TTFT from the profile" in r.stdout
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["validation"]["match_rate"] == 1.0
+    tp = rep["ttft_prediction"]
+    assert tp["n"] == 25 and tp["one_at_a_time"]
+    prof = load_profile(str(profile))
+    for row in tp["requests"]:
+        # one at a time the predicted hit is the engine's, so both predictions agree
+        assert row["predicted_cached"] == row["measured_cached"]
+        c, n = row["predicted_cached"], row["prompt_tokens"]
+        assert row["predicted_s"] == float(prof.seconds(c, n - c))
+        assert row["at_measured_hit_s"] == row["predicted_s"] and row["measured_s"] > 0
+    e = tp["at_predicted_hit"]
+    assert e == tp["at_measured_hit"]
+    assert e["total_measured_s"] == pytest.approx(sum(x["measured_s"] for x in tp["requests"]))
+    print("\nTTFT from the profile:", json.dumps(e))
