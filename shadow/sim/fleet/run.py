@@ -431,7 +431,8 @@ def _route_blind(ft: FleetTrace, router: Router, sched: "Schedule", load: Load,
                  tokens: np.ndarray) -> tuple[np.ndarray, int]:
     """Each request's replica (file order) and the router index's peak, in arrival order."""
     pb = prompt_blocks(ft)
-    ts = arrival_seconds(ft.rec)
+    # NOTE: a query's time is when it is routed (a clock for eviction and session ttls)
+    ts = arrival_seconds(ft.rec) if sched.timing == "serial" else sched.route_us / 1e6
     assign = np.zeros(ft.n, dtype=np.int64)
     view = _BlindView(load)
     index_peak = 0

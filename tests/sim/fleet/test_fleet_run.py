@@ -119,9 +119,37 @@ def test_recorded_timing_routes_at_the_arrival(synth_small, synth_ft):
     rr = parse_router("round_robin")
     got = run_fleet([CacheSpec("lru", 400)], sub, 2, rr, _setup(synth_small, ft, "recorded"))[0]
     assert got.assign.tolist() == [k % 2 for k in range(n)]
+    # a router's clock is the routing time too (least_load reads the queries)
+    seen: dict[int, float] = {}
+    got = run_fleet([CacheSpec("lru", 400)], sub, 2, _Clocked(parse_router("least_load"), seen),
+                    _setup(synth_small, ft, "recorded"))[0]
+    assert seen == {k: (1_000 + 10 * k) / 1e6 for k in range(n)}
     sub.rec["arrival_time_us"] = -1
     got = run_fleet([CacheSpec("lru", 400)], sub, 2, rr, _setup(synth_small, ft, "recorded"))[0]
     assert got.assign.tolist() == [(n - 1 - k) % 2 for k in range(n)]
+
+
+class _Clocked:
+    """A router choice whose routers note each query's time (``seen[index] = t``)."""
+
+    def __init__(self, choice, seen: dict[int, float]) -> None:
+        self.choice, self.seen = choice, seen
+
+    def __getattr__(self, key):
+        return getattr(self.choice, key)
+
+    def make(self, replicas, ctx):
+        inner, seen = self.choice.make(replicas, ctx), self.seen
+
+        class Noting:
+            def __getattr__(self, key):
+                return getattr(inner, key)
+
+            def route(self, q, view):
+                seen[q.index] = q.t
+                return inner.route(q, view)
+
+        return Noting()
 
 
 def test_refusals_of_what_a_request_lacks(synth_small, synth_ft):
