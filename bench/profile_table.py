@@ -2,6 +2,11 @@
 per-block cost models predict.  The table in docs/sim.md ("Seconds, not FLOPs").
 
     .venv/bin/python bench/profile_table.py [--profile shadow/data/h200_prefill.jsonl]
+        [--config NAME=config.json ...]
+
+Another profile (``replay --measure-profile``'s) needs each of its models' shapes: ``--config
+NAME=PATH`` names a Hugging Face config.json per ``model`` key of the file (``--config PATH``
+alone for a file without ``model`` keys).
 
 For every point of the profile with ``c > 0`` cached and ``n`` new tokens whose no-hit prefill
 ``t(0, c + n)`` is measured too, the measured share of the prefill a hit saves,
@@ -61,12 +66,25 @@ def share(costs: np.ndarray, c: int, n: int) -> float:
     return float(costs[:c // BLOCK].sum() / costs[:(c + n) // BLOCK].sum())
 
 
-def rows_for(path: Path, model: str) -> list[dict]:
+def file_models(path: Path) -> list[str | None]:
+    """The ``model`` keys of a profile's points, in order of first use (``[None]``: none named)."""
+    seen: dict[str | None, None] = {}
+    for line in path.read_text().splitlines():
+        try:
+            d = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(d, dict) and {"cached", "new", "s"} <= d.keys():
+            seen.setdefault(d.get("model"), None)
+    return list(seen) or [None]
+
+
+def rows_for(path: Path, model: str | None) -> list[dict]:
     full = load_profile(str(path), model)
     pts = full.points()
     with tempfile.TemporaryDirectory() as d:
         cfg = Path(d) / "config.json"
-        cfg.write_text(json.dumps(CONFIGS[model]))
+        cfg.write_text(json.dumps(CONFIGS[model or ""]))
         longest = max(c + n for c, n in pts) // BLOCK + 1
         flops = model_cost_fn(f"{cfg},{BLOCK}")[1](longest)
         c_all = np.array([k[0] for k in pts], dtype=np.float64)
@@ -169,8 +187,24 @@ def main() -> int:
     ap.add_argument("--profile", type=Path, default=PROFILE)
     ap.add_argument("--holdout", type=Path, default=HOLDOUT,
                     help="the GPU's points measured again (empty: none)")
+    ap.add_argument("--config", action="append", default=[], metavar="[NAME=]PATH",
+                    help="a model's config.json (its shapes for the FLOP share)")
     args = ap.parse_args()
-    for model in CONFIGS:
+    for item in args.config:
+        name, _, path = item.rpartition("=")
+        try:
+            CONFIGS[name] = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as exc:
+            ap.error(f"--config {item}: {exc}")
+    try:
+        models = file_models(args.profile)
+    except OSError as exc:
+        ap.error(f"--profile {args.profile}: {exc.strerror}")
+    missing = [m for m in models if (m or "") not in CONFIGS]
+    if missing:
+        ap.error(f"{args.profile}: no shapes for model {missing[0] or '(no model key)'}: pass "
+                 f"--config {missing[0] + '=' if missing[0] else ''}config.json")
+    for model in models:
         rows = rows_for(args.profile, model)
         print(f"\n{model}: saved share of the prefill, measured and predicted (B = {BLOCK})\n")
         print("| cached | new | t(0, c+n) ms | t(c, n) ms | measured | FLOP share | fit: | "
