@@ -48,8 +48,9 @@ def parse_name_list(text: str) -> list[str]:
 
 def trace_option(required: bool = False) -> Callable:
     return click.option(
-        "--trace", "-t", "trace", type=click.Path(dir_okay=False), required=required,
-        help="Trace file: .lcp, .lcp.zst, or JSONL (told apart by content).",
+        "--trace", "-t", "trace", type=click.Path(), required=required,
+        help="Trace file: .lcp, .lcp.zst, or JSONL (told apart by content), or a recording"
+             " directory of the connector's segments.",
     )
 
 

@@ -38,6 +38,7 @@ MATCH_MODES = ("vllm", "full")
 KNOWN_KEYS = frozenset({
     "policies", "capacities", "capacity_factors", "cost_model", "pin", "match", "record_dir",
     "segment_max_bytes", "segment_max_seconds", "record_flush_ms", "record_session_window",
+    "record_max_bytes", "record_max_age",
     "metrics_port", "metrics_host", "queue_size", "worker_nice", "id_horizon_s",
     "prediction_log_size", "engine_id", "dp_rank", "enabled", "category",
     "tiers", "tier_caches", "bytes_per_block", "mrc", "replica", "fleet_key",
@@ -89,6 +90,9 @@ class ShadowConfig:
     segment_max_seconds: float = 3600.0
     record_flush_ms: float = 20.0
     record_session_window: int = DEFAULT_SESSION_WINDOW
+    #: retention of the engine's (DP rank's) segments: bytes on disk, seconds; 0 = unbounded
+    record_max_bytes: int = 0
+    record_max_age: float = 0.0
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
     queue_size: int = 8192
@@ -205,6 +209,16 @@ def _bytes(value: Any, key: str) -> int:
     if v < 4096:
         raise _err(key, f"must be at least 4096 bytes, got {v}")
     return v
+
+
+def record_dir_of(extra: dict[str, Any]) -> str | None:
+    """The ``record_dir`` key as an absolute path (None: not recording)."""
+    record_dir = extra.get("record_dir")
+    if record_dir is None:
+        return None
+    if not isinstance(record_dir, str) or not record_dir.strip():
+        raise _err("record_dir", f"expected a directory path, got {record_dir!r}")
+    return os.path.abspath(os.path.expanduser(record_dir))
 
 
 def _check_policy_with_registry(name: str, params: str) -> None:
@@ -418,11 +432,8 @@ def parse_extra_config(extra: dict[str, Any] | None, *, block_size: int, engine_
     if match not in MATCH_MODES:
         raise _err("match", f"unknown match mode {match!r} (known: {', '.join(MATCH_MODES)})")
 
-    record_dir = extra.get("record_dir")
+    record_dir = record_dir_of(extra)
     if record_dir is not None:
-        if not isinstance(record_dir, str) or not record_dir.strip():
-            raise _err("record_dir", f"expected a directory path, got {record_dir!r}")
-        record_dir = os.path.abspath(os.path.expanduser(record_dir))
         if os.path.exists(record_dir) and not os.path.isdir(record_dir):
             raise _err("record_dir", f"{record_dir} exists and is not a directory")
         above = os.path.dirname(record_dir)
@@ -431,6 +442,14 @@ def parse_extra_config(extra: dict[str, Any] | None, *, block_size: int, engine_
         if not os.path.isdir(above):
             # NOTE: the recorder makes the missing directories later; below a file it cannot
             raise _err("record_dir", f"{record_dir} is below {above}, which is not a directory")
+
+    segment_max_bytes = _bytes(extra.get("segment_max_bytes", 256 << 20), "segment_max_bytes")
+    record_max_bytes = extra.get("record_max_bytes", 0)
+    record_max_bytes = 0 if record_max_bytes == 0 else _bytes(record_max_bytes, "record_max_bytes")
+    if 0 < record_max_bytes < segment_max_bytes:
+        raise _err("record_max_bytes", f"{record_max_bytes} is below segment_max_bytes "
+                                       f"({segment_max_bytes}): retention would delete every "
+                                       f"finished segment")
 
     metrics_port = extra.get("metrics_port")
     if metrics_port is not None:
@@ -462,12 +481,14 @@ def parse_extra_config(extra: dict[str, Any] | None, *, block_size: int, engine_
         pin=pin,
         match=match,
         record_dir=record_dir,
-        segment_max_bytes=_bytes(extra.get("segment_max_bytes", 256 << 20), "segment_max_bytes"),
+        segment_max_bytes=segment_max_bytes,
         segment_max_seconds=_float(extra.get("segment_max_seconds", 3600.0),
                                    "segment_max_seconds", positive=True),
         record_flush_ms=_float(extra.get("record_flush_ms", 20.0), "record_flush_ms", lo=0.0),
         record_session_window=_int(extra.get("record_session_window", DEFAULT_SESSION_WINDOW),
                                    "record_session_window", lo=0, hi=1 << 40),
+        record_max_bytes=record_max_bytes,
+        record_max_age=_float(extra.get("record_max_age", 0.0), "record_max_age", lo=0.0),
         metrics_port=metrics_port,
         metrics_host=metrics_host,
         queue_size=_int(extra.get("queue_size", 8192), "queue_size", lo=1, hi=1 << 24),

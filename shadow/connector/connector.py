@@ -33,6 +33,7 @@ constructor, i.e. at start-up.
 from __future__ import annotations
 
 import logging
+import multiprocessing.util
 import os
 import threading
 import time
@@ -48,7 +49,7 @@ try:
 except ImportError:  # NOTE: a vLLM without it: blocks keyed by tokens and parent alone
     generate_block_hash_extra_keys = None
 
-from shadow.connector.config import ShadowConfig, parse_extra_config
+from shadow.connector.config import ShadowConfig, parse_extra_config, record_dir_of
 from shadow.connector.metrics import (ShadowCollector, ShadowPromMetrics, ShadowStats,
                                       start_endpoint)
 from shadow.connector.schema import PayloadDelta, cumulative_payload, empty_payload
@@ -115,6 +116,56 @@ def _extra_keys(request: "Request", start: int, end: int) -> Any:
     return generate_block_hash_extra_keys(request, start, end, 0)[0]
 
 
+#: multiprocessing exit finalizers at or above 0 run first, before children are joined.
+EXIT_PRIORITY = 10
+#: Seconds a closing worker may take to serve what is queued before the segment is finished.
+EXIT_FLUSH_S = 5.0
+
+
+def _close_worker(worker: ShadowWorker) -> None:
+    """The exit hook: stop the worker, close the recording (never raises)."""
+    try:
+        worker.stop(EXIT_FLUSH_S)
+    except Exception:  # noqa: BLE001 - at exit: log, never raise
+        logger.exception("shadow connector: closing the worker at exit failed")
+
+
+_SEALING: set[str] = set()
+
+
+def _seal(directory: str) -> None:
+    from shadow.trace.segments import seal_orphans
+
+    try:
+        if os.path.isdir(directory):
+            seal_orphans(directory)
+    except Exception:  # noqa: BLE001 - at exit: log, never raise
+        logger.exception("shadow connector: sealing the recording in %s failed", directory)
+
+
+def seal_at_exit(vllm_config: "VllmConfig") -> None:
+    """In the frontend (API server) process: when it exits, seal the recording's orphaned
+    segments (:func:`shadow.trace.segments.seal_orphans`).
+
+    NOTE: on SIGTERM or SIGINT the API server stops its engine cores with vLLM's
+    ``--shutdown-timeout`` (default 0): SIGTERM, then at once SIGKILL
+    (``vllm/v1/utils.py`` ``shutdown``), so an engine core cannot finish its segment itself.  The
+    frontend outlives it and exits normally; by then the engine core's stream lock is free and
+    its ``.partial`` is sealed here under its final name.  Runs once per directory; a stream a
+    live process still writes is left alone.
+    """
+    try:
+        ktc = vllm_config.kv_transfer_config
+        extra = getattr(ktc, "kv_connector_extra_config", None) or {}
+        directory = record_dir_of(extra)
+        if directory is None or extra.get("enabled", True) is False or directory in _SEALING:
+            return
+        _SEALING.add(directory)
+        multiprocessing.util.Finalize(None, _seal, args=(directory,), exitpriority=EXIT_PRIORITY)
+    except Exception as exc:  # noqa: BLE001 - metrics set-up must not fail because of this
+        logger.warning("shadow connector: the recording will not be sealed at exit: %r", exc)
+
+
 class ShadowConnectorMetadata(KVConnectorMetadata):
     """Empty: the observer sends nothing to the workers."""
 
@@ -145,6 +196,7 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
         self._shadow_on = False
         self._worker: ShadowWorker | None = None
         self._endpoint = None
+        self._exit_hook: multiprocessing.util.Finalize | None = None
         if role != KVConnectorRole.SCHEDULER:
             return  # NOTE: the worker side has nothing to do; only the scheduler sees requests
         ver = _version_tuple(getattr(vllm, "__version__", "0.0"))
@@ -177,6 +229,8 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
                                 flush_ms=self.cfg.record_flush_ms,
                                 session_window=self.cfg.record_session_window,
                                 replica=self.cfg.replica,
+                                keep_bytes=self.cfg.record_max_bytes,
+                                keep_seconds=self.cfg.record_max_age,
                                 producer=(f"shadow connector; vllm {vllm.__version__}; "
                                           f"block_size {self.block_size}; "
                                           f"hash {self._hash_algo(vllm_config)}"))
@@ -186,6 +240,13 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
                             "replica's recording)")
         self._worker = ShadowWorker(self.cfg, recorder=recorder, extra_keys=_extra_keys)
         self._delta = PayloadDelta(self.cfg.engine_blocks)
+        # NOTE: vLLM closes the connector through Scheduler.shutdown (engine core exit, `LLM`
+        # deleted, SIGTERM with a shutdown timeout); this hook closes the recording where that
+        # path is not reached: the connector collected without a shutdown, or the engine-core
+        # process ending otherwise (multiprocessing runs it at a child's exit, atexit in a
+        # main process)
+        self._exit_hook = multiprocessing.util.Finalize(
+            self, _close_worker, args=(self._worker,), exitpriority=EXIT_PRIORITY)
         self._shadow_on = True
         self.model_name = self._model_name(vllm_config)
         if self.cfg.metrics_port is not None:
@@ -465,6 +526,7 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
     def build_prom_metrics(cls, vllm_config: "VllmConfig", metric_types: dict,
                            labelnames: list[str],
                            per_engine_labelvalues: dict[int, list[object]]) -> ShadowPromMetrics:
+        seal_at_exit(vllm_config)
         return ShadowPromMetrics(vllm_config, metric_types, labelnames, per_engine_labelvalues)
 
     # -- test / operator helpers --------------------------------------------------------------
@@ -511,6 +573,11 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
         return self._worker.recorder if self._worker is not None else None
 
     def shutdown(self) -> None:
+        """Scheduler.shutdown's call: drain the worker, finish the open segment under its final
+        name, release the stream, stop the endpoint (idempotent)."""
+        if self._exit_hook is not None:
+            self._exit_hook.cancel()
+            self._exit_hook = None
         if self._worker is not None:
             try:
                 self._worker.stop()

@@ -6,15 +6,24 @@ segment is never half-written.  After every request (or at most every ``flush_ms
 the worker goes idle) the zstd stream is flushed, so a kill -9 leaves the ``.partial`` segment
 readable up to its last flushed complete request (``shadow convert`` reads it as truncated).
 
-Segment names sort in time order and say which engine wrote them (the format and its listing:
-:mod:`shadow.trace.segments`).
+Segment names, streams, runs, stream locks and sealing are the format's
+(:mod:`shadow.trace.segments`).  A recorder is one run: it takes its stream's lock when it
+starts (another live process on the same engine and rank makes it write as ``<engine>_2``, ...,
+with one warning), seals the orphaned ``.partial`` segments a killed predecessor left in its
+stream, and names its segments after every earlier one of the stream, so a restart appends.
+
+Retention (``keep_bytes``, ``keep_seconds``; 0 = unbounded): the stream's finished segments are
+deleted oldest first while the stream's bytes on disk (the open segment included) exceed
+``keep_bytes``, or while the oldest finished segment was last written more than
+``keep_seconds`` ago; the open segment never is.  Checked when a segment is finished and
+whenever the worker is idle.
 
 Neither tokens nor vLLM's hashes are written: only dense block ids (see :mod:`.interner`) with
 each block's key (lcp v2 BLOCK_KEYS: a keyed digest of what vLLM's hash covers, the same on every
 replica under one fleet key; :mod:`.blockkey`), the replica's name, times (arrival, admission,
 release) and lengths, and the sessions, turns and parents inferred from prefix continuation
 (:class:`shadow.trace.sessions.SessionInferrer`, over the recording's request order, across
-segments; ``chat_id`` is the request's 1-based position in the recording, so ``shadow convert
+segments; ``chat_id`` is the request's 1-based position in the run, so ``shadow convert
 --infer-sessions`` of the same requests without them gives the same fields).  Any OSError
 (disk full, directory unwritable) turns recording off for the rest of the process, with one log
 line and ``shadow_recording_enabled`` at 0; the simulation goes on.
@@ -22,28 +31,43 @@ line and ``shadow_recording_enabled`` at 0; the simulation goes on.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 
 from shadow.connector.blockkey import private_keys, random_key
-from shadow.trace.segments import TYPE_NAMES, segment_name, segment_prefix
+from shadow.trace.segments import (TYPE_NAMES, StreamLock, scan_segments, seal_orphans,
+                                   segment_name, segment_prefix)
 from shadow.trace.sessions import DEFAULT_SESSION_WINDOW, INFERRED_FIELDS, SessionInferrer
 
 logger = logging.getLogger(__name__)
 
+#: Stream names tried when the configured one is being written by another live process.
+MAX_STREAM_CLAIMS = 64
+#: Seconds to wait for a stream lock held by another process (a sealer finishing) before
+#: taking the next stream name.
+CLAIM_WAIT_S = 2.0
+#: Finished segment paths kept in :attr:`Recorder.finished` (the newest).
+FINISHED_KEPT = 4096
+
 
 class Recorder:
-    """Rotating lcp segments of one engine (DP rank).  Used by the worker thread only."""
+    """Rotating lcp segments of one engine (DP rank): one run of its stream.  Used by the worker
+    thread only (the constructor runs at start-up, before the worker)."""
 
     def __init__(self, directory: str, *, block_size: int, engine_id: str = "0",
                  dp_rank: int = 0, max_bytes: int = 256 << 20, max_seconds: float = 3600.0,
                  flush_ms: float = 20.0, producer: str = "shadow connector",
                  clock: Callable[[], float] = time.time,
-                 session_window: int = DEFAULT_SESSION_WINDOW, replica: str = "0") -> None:
+                 session_window: int = DEFAULT_SESSION_WINDOW, replica: str = "0",
+                 keep_bytes: int = 0, keep_seconds: float = 0.0) -> None:
         self.directory = directory
         self.block_size = int(block_size)
+        self.engine_id = str(engine_id)
+        self.dp_rank = int(dp_rank)
         #: the segments' replica table: this engine's name, ``replica_id`` 1 of every record
         self.replica = replica
         # NOTE: keys for blocks written without one (no request to read tokens from): private
@@ -52,6 +76,8 @@ class Recorder:
         self.prefix = segment_prefix(engine_id, dp_rank)
         self.max_bytes = int(max_bytes)
         self.max_seconds = float(max_seconds)
+        self.keep_bytes = int(keep_bytes)
+        self.keep_seconds = float(keep_seconds)
         self.flush_s = float(flush_ms) / 1000.0
         self.producer = producer
         self._clock = clock
@@ -60,13 +86,20 @@ class Recorder:
         self._w = None
         self._seq = 0
         self._opened_at = 0.0
+        self._next_ts = 0.0       # a segment's name time: never before an earlier segment's
         self._last_flush = 0.0
         self._dirty = False
         self._bytes_reported = 0  # bytes of the current segment already counted
         self.bytes_total = 0      # compressed bytes written, all segments (shadow_recorded_bytes)
         self.n_recorded = 0       # requests written (shadow_recorded_requests)
         self.finished: list[str] = []
-        # NOTE: one inferrer for the whole recording (segments continue each other); 0 = off
+        # the stream's finished segments on disk, oldest first: path -> (bytes, last written)
+        self._disk: OrderedDict[str, tuple[int, float]] = OrderedDict()
+        self._disk_bytes = 0
+        self.segments_deleted = 0  # by retention (shadow_recording_segments_deleted)
+        self.sealed: list[tuple[str, int, bool]] = []
+        self._lock: StreamLock | None = None
+        # NOTE: one inferrer for the whole run (segments continue each other); 0 = off
         self.sessions = (SessionInferrer(session_window, self.block_size)
                          if session_window > 0 else None)
         # NOTE: imported now, at start-up: a first import on the worker thread holds the GIL for
@@ -80,8 +113,50 @@ class Recorder:
             os.makedirs(directory, exist_ok=True)
             if not os.access(directory, os.W_OK | os.X_OK):
                 raise PermissionError(13, "directory is not writable", directory)
+            self._claim()
+            self._recover()
         except OSError as exc:
             self._disable(exc)
+
+    @property
+    def bytes_on_disk(self) -> int:
+        """Bytes of this stream's segments on disk: the finished ones and the open one."""
+        return self._disk_bytes + (self._bytes_reported if self._w is not None else 0)
+
+    # -- start-up -----------------------------------------------------------------------------
+    def _claim(self) -> None:
+        """Take the stream's lock (module docstring); the first free name from ``<engine>``,
+        ``<engine>_2``, ... when another live process writes it."""
+        for k in range(MAX_STREAM_CLAIMS):
+            engine = self.engine_id if k == 0 else f"{self.engine_id}_{k + 1}"
+            prefix = segment_prefix(engine, self.dp_rank)
+            lock = StreamLock(self.directory, prefix)
+            deadline = time.monotonic() + (CLAIM_WAIT_S if k == 0 else 0.0)
+            while not lock.acquire():
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(0.05)
+            if lock.held:
+                if k:
+                    logger.warning("shadow connector: another live process records engine %s "
+                                   "DP rank %d into %s; this one records as %s (give each "
+                                   "server its own engine_id)", self.engine_id, self.dp_rank,
+                                   self.directory, prefix)
+                self.prefix, self._lock = prefix, lock
+                return
+        raise OSError(errno.EBUSY, f"{MAX_STREAM_CLAIMS} stream names are being written by "
+                                   f"other processes", self.directory)
+
+    def _recover(self) -> None:
+        """Seal the orphans a killed predecessor left in this stream, take stock of the
+        stream's finished segments, apply retention, and start this run's names after theirs."""
+        self.sealed = seal_orphans(self.directory, own_prefix=self.prefix)
+        for s in scan_segments(self.directory, prefix=self.prefix):
+            self._next_ts = max(self._next_ts, s.opened_at_s + 1.0)
+            if not s.partial:
+                st = os.stat(s.path)
+                self._track(s.path, st.st_size, st.st_mtime)
+        self._retain(self._clock())
 
     # -- writing ------------------------------------------------------------------------------
     def write(self, t_start_s: float, t_done_s: float, input_length: int, output_length: int,
@@ -95,8 +170,7 @@ class Recorder:
             return None
         try:
             now = self._clock()
-            if self._w is not None and (now - self._opened_at >= self.max_seconds
-                                        or self._bytes_reported >= self.max_bytes):
+            if self._w is not None and now - self._opened_at >= self.max_seconds:
                 self._finish()
             if self._w is None:
                 self._open(now)
@@ -118,43 +192,59 @@ class Recorder:
             self._dirty = True
             if now - self._last_flush >= self.flush_s:
                 self._flush(now)
-            return self._count_bytes()
+            added = self._count_bytes()
+            # NOTE: rotated after the request is written and flushed, not before the next one:
+            # finishing a segment fsyncs it, and a request must not wait behind that unflushed
+            if self._bytes_reported >= self.max_bytes:
+                self._finish()
+            return added
         except OSError as exc:
             self._disable(exc)
             return None
 
     def idle(self) -> None:
-        """Called when the worker has nothing queued: flush pending requests, rotate by age."""
-        if not self.enabled or self._w is None:
+        """Called when the worker has nothing queued: flush pending requests, rotate by age,
+        apply retention."""
+        if not self.enabled:
             return
         try:
             now = self._clock()
+            if self._w is None:
+                self._retain(now)   # NOTE: arithmetic only unless a segment is due
+                return
             if self._dirty:
                 self._flush(now)
             if now - self._opened_at >= self.max_seconds:
                 self._finish()
+            self._retain(now)
         except OSError as exc:
             self._disable(exc)
 
     def close(self) -> None:
-        """Flush and finish the current segment (clean shutdown)."""
-        if self._w is None:
-            return
+        """Flush and finish the current segment, release the stream (clean shutdown;
+        idempotent)."""
         try:
-            self._finish()
+            if self._w is not None:
+                self._finish()
         except OSError as exc:
             self._disable(exc)
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     # -- internals ----------------------------------------------------------------------------
     def _open(self, now: float) -> None:
-        name = segment_name(self.prefix, now, self._seq)
+        # NOTE: never named before an earlier segment of the stream (a restart within the same
+        # second, a clock stepped back): names sort in the order the segments were written
+        self._next_ts = max(self._next_ts, now)
+        name = segment_name(self.prefix, self._next_ts, self._seq)
         self._seq += 1
         path = os.path.join(self.directory, name)
         self._w = self._writer_cls(path, block_size_tokens=self.block_size, producer=self.producer,
                                    type_names=TYPE_NAMES, compress=True,
                                    replica_names=[self.replica], block_keys=True)
         self._opened_at = now
-        self._last_flush = now
+        self._last_flush = now - self.flush_s   # NOTE: a new segment's first request is flushed
         self._bytes_reported = 0
         self._dirty = False
 
@@ -178,9 +268,40 @@ class Recorder:
             w.abort()
             return
         w.close()  # renames <name>.partial -> <name> atomically
-        self.bytes_total += max(os.path.getsize(w.path) - self._bytes_reported, 0)
+        size = os.path.getsize(w.path)
+        self.bytes_total += max(size - self._bytes_reported, 0)
         self._bytes_reported = 0
         self.finished.append(w.path)
+        if len(self.finished) > 2 * FINISHED_KEPT:
+            del self.finished[:-FINISHED_KEPT]
+        # NOTE: the segment's time is the recorder's clock (retention ages by it)
+        now = self._clock()
+        os.utime(w.path, (now, now))
+        self._track(w.path, size, now)
+        self._retain(now)
+
+    def _track(self, path: str, size: int, mtime: float) -> None:
+        self._disk[path] = (size, mtime)
+        self._disk_bytes += size
+
+    def _retain(self, now: float) -> None:
+        """Delete the stream's oldest finished segments past ``keep_bytes`` or ``keep_seconds``
+        (module docstring); never the open one."""
+        if not (self.keep_bytes or self.keep_seconds):
+            return
+        disk = self._disk
+        while disk:
+            path, (size, mtime) = next(iter(disk.items()))
+            if not ((self.keep_bytes and self.bytes_on_disk > self.keep_bytes)
+                    or (self.keep_seconds and now - mtime > self.keep_seconds)):
+                break
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass   # NOTE: removed by hand: it is gone either way
+            del disk[path]
+            self._disk_bytes -= size
+            self.segments_deleted += 1
 
     def _disable(self, exc: OSError) -> None:
         self.enabled = False
@@ -194,3 +315,6 @@ class Recorder:
                 w.abort()
             except OSError:
                 pass
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None

@@ -245,9 +245,12 @@ def simulate(trace, cache_size, algo, algo_params, cost_model, no_pin, replay_or
             # uniform cost); what the trace lacked (times, categories) it says after it
             for line in spec.setup_notes():
                 log.warning("%s", line)
-            kind = "jsonl" if type(tr).__name__ == "JsonlTrace" else "lcp"
+            kind = {"JsonlTrace": "jsonl", "RecordingTrace": "recording"}.get(
+                type(tr).__name__, "lcp")
             click.echo(f"trace {path}: {h.n_requests} requests, {h.n_block_accesses} block "
                        f"accesses, format {kind}, block-id {block_id}")
+            if kind == "recording":
+                click.echo(f"read {tr.summary.line()}")
 
         # NOTE: a sampled policy over a production-size trace runs for minutes: show where the
         # pass is, its rate and ETA (on a terminal only)

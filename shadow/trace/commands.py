@@ -22,7 +22,7 @@ def _time_unit_option():
 
 
 @click.command("convert", context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("paths", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
 @block_id_option()
 @allow_truncated_option()
 @_time_unit_option()
@@ -53,6 +53,7 @@ def convert(paths: tuple[str, ...], block_id: str, allow_truncated: bool, time_u
     lcp -> JSONL:   shadow convert trace.lcp.zst slice.jsonl   (dense ids)
     segments -> lcp: shadow convert seg1.lcp.zst seg2.lcp.zst.partial joined.lcp.zst
     replicas -> fleet: shadow convert r0/*.lcp.zst* r1/*.lcp.zst* fleet.lcp.zst  (lcp v2)
+    recording -> lcp: shadow convert rec/ joined.lcp.zst   (every segment, across restarts)
 
     The input format is told by content; the output format by the name (.lcp, .lcp.zst,
     .jsonl).  Outputs are written to a temporary name and renamed on success.  A trace without
@@ -85,17 +86,20 @@ def convert(paths: tuple[str, ...], block_id: str, allow_truncated: bool, time_u
     if summary.get("replicas"):
         parts.append(f"{len(summary['replicas'])} replicas ({', '.join(summary['replicas'])})")
     click.echo(", ".join(parts))
+    if "recording" in summary:
+        click.echo(f"read {summary['recording'].line()}")
 
 
 @click.command("stat", context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("trace", type=click.Path(dir_okay=False))
+@click.argument("trace", type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as one JSON object.")
 @block_id_option()
 @allow_truncated_option()
 @_time_unit_option()
 def stat(trace: str, as_json: bool, block_id: str, allow_truncated: bool, time_unit: str) -> None:
     """Print what a trace holds: requests, block accesses, unique blocks, sessions, users, types,
-    max blocks per request, block size, time span, infinite-cache hit ratio, reuse distances."""
+    max blocks per request, block size, time span, infinite-cache hit ratio, reuse distances.
+    TRACE may be a recording directory (every segment, across restarts)."""
     from shadow.trace.reader import read_header
     from shadow.trace.header import sniff
     from shadow.trace.stat import format_stats, trace_stats

@@ -11,6 +11,8 @@ Inputs are told apart by content (:func:`shadow.trace.header.sniff`), outputs by
   are kept (only renumbered to first-appearance order when sorting changed that order).
 * the recordings of several replicas -> one fleet trace (lcp v2): ids unified through the
   block keys, each request keeping its replica (:mod:`shadow.trace.fleet`).
+* a recording directory -> lcp: every segment, in order, across restarts
+  (:mod:`shadow.trace.recording`); the summary says what was read.
 
 The output goes through :mod:`shadow.atomic`: a ``.tmp-`` temporary beside it, fsynced and renamed
 when complete.  Whether it can be written is checked before the input is read (a missing, non-
@@ -60,7 +62,11 @@ def input_kind(path: str) -> str:
     if not os.path.exists(p):
         raise ShadowError(f"{p}: no such file")
     if os.path.isdir(p):
-        raise ShadowError(f"{p}: is a directory, not a trace file")
+        from shadow.trace.recording import is_recording
+
+        if is_recording(p):
+            return "recording"
+        raise ShadowError(f"{p}: is a directory without recording segments, not a trace")
     kind = sniff(p)
     if kind == "empty":
         raise TraceFormatError(f"{p}: empty file (neither lcp nor JSONL)", n_complete_requests=0,
@@ -155,6 +161,10 @@ def load_trace(inputs: Sequence[str], *, block_id: str = "prefix", time_unit: st
     """Load one JSONL trace or several lcp segments, joined, sorted and annotated (sessions
     from chains, or with ``infer_sessions`` from prefix continuation: :func:`annotate`)."""
     kinds = [input_kind(p) for p in inputs]
+    if "recording" in kinds:
+        return _load_recording(inputs, kinds, allow_truncated=allow_truncated,
+                               block_size_tokens=block_size_tokens,
+                               infer_sessions=infer_sessions, session_window=session_window)[0]
     if "jsonl" in kinds and len(inputs) > 1:
         raise ShadowError("several inputs must all be lcp segments of one recording; convert"
                           " JSONL inputs one at a time")
@@ -176,6 +186,17 @@ def load_trace(inputs: Sequence[str], *, block_id: str = "prefix", time_unit: st
             trace.block_size_tokens = block_size_tokens
     return annotate(trace, infer_sessions=infer_sessions, session_window=session_window,
                     name=inputs[0] if len(inputs) == 1 else f"{inputs[0]} +{len(inputs) - 1}")
+
+
+def _load_recording(inputs: Sequence[str], kinds: Sequence[str], **kw: Any):
+    """A recording directory as a trace and its summary (refused beside other inputs)."""
+    from shadow.trace.recording import load_recording
+
+    if len(inputs) > 1:
+        p = inputs[kinds.index("recording")]
+        raise ShadowError(f"{p}: a recording directory is read on its own (shadow convert DIR"
+                          f" OUT)")
+    return load_recording(inputs[0], **kw)
 
 
 def convert_file(inputs: str | Sequence[str], output: str, *, block_id: str = "prefix",
@@ -207,10 +228,17 @@ def convert_file(inputs: str | Sequence[str], output: str, *, block_id: str = "p
                 n = write_jsonl(r, r.header, str(tmp))
             return {"output": output, "format": "jsonl", "n_requests": n,
                     "n_block_accesses": r.n_entries, "truncated": r.truncated}
-    trace = load_trace(inputs, block_id=block_id, time_unit=time_unit,
-                       allow_truncated=allow_truncated, block_size_tokens=block_size_tokens,
-                       progress=progress, infer_sessions=infer_sessions,
-                       session_window=session_window)
+    recording = None
+    if "recording" in kinds:
+        trace, recording = _load_recording(inputs, kinds, allow_truncated=allow_truncated,
+                                           block_size_tokens=block_size_tokens,
+                                           infer_sessions=infer_sessions,
+                                           session_window=session_window)
+    else:
+        trace = load_trace(inputs, block_id=block_id, time_unit=time_unit,
+                           allow_truncated=allow_truncated, block_size_tokens=block_size_tokens,
+                           progress=progress, infer_sessions=infer_sessions,
+                           session_window=session_window)
     src = os.path.basename(inputs[0]) + (f" +{len(inputs) - 1}" if len(inputs) > 1 else "")
     inferred = f", sessions inferred, window {session_window}" if infer_sessions else ""
     producer = f"shadow {__version__} convert {src} (block-id {block_id}{inferred})"
@@ -223,10 +251,13 @@ def convert_file(inputs: str | Sequence[str], output: str, *, block_id: str = "p
         header = write_lcp(trace, output, producer=producer,
                            compress=(out_kind == "lcp.zst") if compress is None else compress,
                            level=level, frame_bytes=frame_bytes)
-    return {"output": output, "format": out_kind, "n_requests": header.n_requests,
-            "n_block_accesses": header.n_block_accesses,
-            "n_unique_blocks": header.n_unique_blocks, "n_sessions": header.n_sessions,
-            "n_users": header.n_users, "n_types": header.n_types,
-            "max_blocks_per_request": header.max_blocks_per_request,
-            "block_size_tokens": header.block_size_tokens,
-            "replicas": list(header.replica_names)}
+    out = {"output": output, "format": out_kind, "n_requests": header.n_requests,
+           "n_block_accesses": header.n_block_accesses,
+           "n_unique_blocks": header.n_unique_blocks, "n_sessions": header.n_sessions,
+           "n_users": header.n_users, "n_types": header.n_types,
+           "max_blocks_per_request": header.max_blocks_per_request,
+           "block_size_tokens": header.block_size_tokens,
+           "replicas": list(header.replica_names)}
+    if recording is not None:
+        out["recording"] = recording
+    return out

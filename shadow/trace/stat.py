@@ -72,6 +72,7 @@ def trace_stats(path: str, *, allow_truncated: bool = False, block_id: str = "pr
             if progress:
                 progress(n_req, n_acc)
         truncated = bool(getattr(tr, "truncated", False))
+        recording = getattr(tr, "summary", None)
     type_ids.discard(0)
     n_reuse = int(hist.sum())
     out: dict[str, Any] = {
@@ -97,6 +98,9 @@ def trace_stats(path: str, *, allow_truncated: bool = False, block_id: str = "pr
         "replicas": {name: int(per_replica[k]) for k, name in
                      enumerate(h.replica_names, 1)},
     }
+    if recording is not None:
+        out["recording"] = recording.as_dict()
+        out["recording_line"] = recording.line()
     if h.has_next_access:
         out["reuse_distance"] = {
             "n": n_reuse,
@@ -140,6 +144,8 @@ def format_stats(s: dict[str, Any]) -> str:
     else:
         lines.append(f"  reuse distance         p50 {rd['p50']:,}  p90 {rd['p90']:,}  p99"
                      f" {rd['p99']:,}  mean {rd['mean']:,.1f} block accesses ({rd['n']:,} reuses)")
+    if s.get("recording_line"):
+        lines.append(f"  recording              {s['recording_line']}")
     if s["truncated"]:
         lines.append("  (truncated: complete prefix only)")
     return "\n".join(lines)

@@ -42,6 +42,11 @@ def read_requests(path: str, allow_truncated: bool = False) -> list[tuple[int, i
     return out
 
 
+def files(d) -> list[str]:
+    """The directory's entries but the hidden stream lock files (``.shadow-*.lock``)."""
+    return sorted(n for n in os.listdir(d) if not n.startswith("."))
+
+
 def request(i: int) -> tuple[int, int, list[int]]:
     n_prompt = 1 + i % 7
     return n_prompt * 32 + 5, 3 + i % 4, list(range(1 + i, 1 + i + n_prompt + 1))
@@ -56,13 +61,13 @@ def test_segment_names_carry_engine_and_dp_rank(tmp_path):
     clock = Clock()
     rec = Recorder(str(tmp_path), block_size=32, engine_id="east/1", dp_rank=3, clock=clock)
     write(rec, clock, 0)
-    (partial,) = os.listdir(tmp_path)
+    (partial,) = files(tmp_path)
     assert partial.endswith(".lcp.zst" + PARTIAL_SUFFIX)
     m = _NAME.match(partial)
     assert m and m["engine"] == "east_1" and m["rank"] == "3" and m["seq"] == "000000"
     assert m["ts"] == "20260528T202640Z"  # the UTC start time of the segment
     rec.close()
-    (done,) = os.listdir(tmp_path)
+    (done,) = files(tmp_path)
     assert done == partial[: -len(PARTIAL_SUFFIX)]  # renamed, not rewritten
     assert rec.finished == [str(tmp_path / done)]
     assert read_requests(rec.finished[0]) == [request(0)]
@@ -171,10 +176,9 @@ CHILD = textwrap.dedent("""
 """)
 
 
-@pytest.mark.slow
-def test_kill_9_leaves_finished_segments_intact_and_the_partial_readable(tmp_path):
+def _killed_child(tmp_path, n: int = 400) -> str:
+    """Run CHILD into tmp_path/rec until it wrote ``n`` requests, kill -9 it; the directory."""
     d = tmp_path / "rec"
-    n = 400
     proc = subprocess.Popen([sys.executable, "-c", CHILD.format(root=str(REPO_ROOT), d=str(d),
                                                                   n=n)],
                             stdout=subprocess.PIPE, text=True)
@@ -187,6 +191,13 @@ def test_kill_9_leaves_finished_segments_intact_and_the_partial_readable(tmp_pat
     finally:
         if proc.poll() is None:
             proc.kill()
+    return str(d)
+
+
+@pytest.mark.slow
+def test_kill_9_leaves_finished_segments_intact_and_the_partial_readable(tmp_path):
+    n = 400
+    d = _killed_child(tmp_path, n)
     segs = list_segments(str(d))
     partial = [s for s in segs if s.endswith(PARTIAL_SUFFIX)]
     finished = [s for s in segs if not s.endswith(PARTIAL_SUFFIX)]
@@ -231,7 +242,8 @@ FULL_DISK_CHILD = textwrap.dedent("""
     rec.idle()
     rec.close()
     print(json.dumps({{"off_at": off_at, "enabled": rec.enabled, "reason": rec.disabled_reason,
-                      "finished": rec.finished, "files": sorted(os.listdir({d!r}))}}))
+                      "finished": rec.finished, "files": sorted(n for n in os.listdir({d!r})
+                                                   if not n.startswith("."))}}))
 """)
 
 
@@ -343,3 +355,165 @@ def test_the_worker_goes_on_when_its_recorder_cannot_write(tmp_path):
         assert snap.worker[2] == 0 and snap.recording_enabled == 0
     finally:
         w.stop()
+
+
+# -- lifecycle: restarts, streams, orphans, retention -------------------------------------------
+def test_a_restart_in_the_same_second_appends_a_new_run_after_the_old_one(tmp_path):
+    """Two recorders one after the other (a restart) at the same clock second: the second run
+    starts at seq 0 with a later name time, nothing is overwritten, and the directory sorts the
+    old run first."""
+    from shadow.trace.segments import scan_segments, split_runs
+
+    clock = Clock()
+    a = Recorder(str(tmp_path), block_size=32, max_bytes=16384, flush_ms=0, clock=clock)
+    for i in range(120):
+        write(a, clock, i)
+    a.close()
+    b = Recorder(str(tmp_path), block_size=32, max_bytes=16384, flush_ms=0, clock=clock)
+    for i in range(120, 150):
+        write(b, clock, i)
+    b.close()
+    segs = scan_segments(str(tmp_path))
+    assert [s.path for s in segs] == a.finished + b.finished
+    runs = split_runs(segs)
+    assert [[s.path for s in r] for r in runs] == [a.finished, b.finished]
+    assert [s.seq for s in runs[1]] == list(range(len(b.finished)))
+    assert runs[1][0].opened_at_s > max(s.opened_at_s for s in runs[0])
+    got = [r for s in segs for r in read_requests(s.path)]
+    assert got == [request(i) for i in range(150)]
+
+
+def test_two_live_writers_of_one_engine_and_rank_get_two_streams(tmp_path, caplog):
+    """A second live recorder on the same engine id and rank (another server with the default
+    engine_id) writes as <engine>_2, with one warning; the names never clash."""
+    from shadow.trace.segments import parse_segment, scan_segments
+
+    clock = Clock()
+    a = Recorder(str(tmp_path), block_size=32, engine_id="srv", clock=clock)
+    with caplog.at_level(logging.WARNING, logger="shadow.connector.recorder"):
+        b = Recorder(str(tmp_path), block_size=32, engine_id="srv", clock=clock)
+    assert a.prefix == "shadow-esrv-dp0" and b.prefix == "shadow-esrv_2-dp0"
+    assert sum("records as shadow-esrv_2-dp0" in r.getMessage() for r in caplog.records) == 1
+    for i in range(10):
+        write(a if i % 2 else b, clock, i)
+    a.close()
+    b.close()
+    segs = scan_segments(str(tmp_path))
+    assert sorted(s.engine for s in segs) == ["srv", "srv_2"]
+    assert sorted(r for s in segs for r in read_requests(s.path)) == sorted(
+        request(i) for i in range(10))
+    # released: a third recorder takes the configured name again
+    c = Recorder(str(tmp_path), block_size=32, engine_id="srv", clock=clock)
+    assert c.prefix == "shadow-esrv-dp0"
+    c.close()
+    assert parse_segment(segs[0].path).prefix == "shadow-esrv-dp0"
+
+
+@pytest.mark.slow
+def test_a_restarted_recorder_seals_the_orphan_its_killed_predecessor_left(tmp_path, caplog):
+    """kill -9 leaves a .partial; the next recorder of the stream rewrites its complete prefix
+    under the final name (no warning when read), keeps its time, and starts a run after it."""
+    d = _killed_child(tmp_path)
+    (orphan,) = [s for s in list_segments(d) if s.endswith(PARTIAL_SUFFIX)]
+    before = read_requests(orphan, allow_truncated=True)
+    mtime = os.stat(orphan).st_mtime
+    with caplog.at_level(logging.INFO):
+        rec = Recorder(d, block_size=32)
+    final = orphan[:-len(PARTIAL_SUFFIX)]
+    assert rec.sealed == [(final, len(before), rec.sealed[0][2])]
+    assert not os.path.exists(orphan) and os.path.exists(final)
+    assert os.stat(final).st_mtime == mtime
+    from shadow.trace import read_header
+    from shadow.trace.segments import SEALED_MARK
+
+    assert read_header(final).producer == "shadow connector" + SEALED_MARK
+    with caplog.at_level(logging.WARNING, logger="shadow.trace.reader"):
+        caplog.clear()
+        assert read_requests(final) == before
+    assert not caplog.records
+    rec.write(1.0, 2.0, 40, 2, [1, 2])
+    rec.close()
+    assert list_segments(d)[-1] == rec.finished[0]
+    assert _NAME.match(os.path.basename(rec.finished[0]))["seq"] == "000000"
+
+
+LIVE_CHILD = textwrap.dedent("""
+    import sys, time
+    sys.path.insert(0, {root!r})
+    from shadow.connector.recorder import Recorder
+    rec = Recorder({d!r}, block_size=32, flush_ms=0)
+    rec.write(1.0, 2.0, 40, 2, [1, 2])
+    print("ready", flush=True)
+    time.sleep(600)
+""")
+
+
+@pytest.mark.slow
+def test_sealing_leaves_a_stream_that_a_live_process_writes_alone(tmp_path):
+    from shadow.trace.segments import seal_orphans, stream_is_live
+
+    d = str(tmp_path / "rec")
+    proc = subprocess.Popen([sys.executable, "-c", LIVE_CHILD.format(root=str(REPO_ROOT), d=d)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        (partial,) = list_segments(d)
+        assert stream_is_live(d, "shadow-e0-dp0")
+        assert seal_orphans(d) == []
+        assert list_segments(d) == [partial]
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    assert not stream_is_live(d, "shadow-e0-dp0")
+    ((final, n, _torn),) = seal_orphans(d)   # its writer is gone now: an orphan
+    assert n == 1 and list_segments(d) == [final]
+
+
+def _sizes(d) -> int:
+    return sum(os.path.getsize(s) for s in list_segments(str(d)))
+
+
+def test_retention_by_bytes_deletes_whole_segments_oldest_first_never_the_open_one(tmp_path):
+    clock = Clock()
+    keep = 64 << 10
+    rec = Recorder(str(tmp_path), block_size=32, max_bytes=16384, flush_ms=0, clock=clock,
+                   keep_bytes=keep)
+    n = 3000
+    for i in range(n):
+        clock.t += 0.01
+        write(rec, clock, i)
+        assert rec.bytes_on_disk == _sizes(tmp_path)
+        assert rec.bytes_on_disk <= keep + 16384 + 4096   # one request past a rotation at most
+    segs = list_segments(str(tmp_path))
+    assert rec.segments_deleted > 0 and segs[-1].endswith(PARTIAL_SUFFIX)
+    kept = set(segs[:-1])
+    deleted = [s for s in rec.finished if s not in kept]
+    assert len(deleted) == rec.segments_deleted
+    assert rec.finished[:len(deleted)] == deleted          # the oldest went first
+    # what is left is the newest requests, complete and in order
+    got = [r for s in segs for r in read_requests(s, allow_truncated=s.endswith(PARTIAL_SUFFIX))]
+    assert got == [request(i) for i in range(n - len(got), n)]
+    rec.close()
+    assert rec.bytes_on_disk == _sizes(tmp_path) <= keep + 16384
+
+
+def test_retention_by_age_when_idle_and_across_a_restart(tmp_path):
+    clock = Clock()
+    a = Recorder(str(tmp_path), block_size=32, max_seconds=60, clock=clock)
+    for i in range(4):            # four segments, 61 s apart
+        write(a, clock, i)
+        clock.t += 61
+    a.close()
+    assert len(list_segments(str(tmp_path))) == 4
+    # ages 183, 122, 61 and 0 s: a restarted recorder keeping 100 s deletes the two older
+    b = Recorder(str(tmp_path), block_size=32, max_seconds=60, clock=clock, keep_seconds=100)
+    assert b.segments_deleted == 2 and list_segments(str(tmp_path)) == a.finished[2:]
+    write(b, clock, 10)           # open: never deleted, however old
+    clock.t += 1000
+    b.idle()                      # the age rotation finishes it; the older ones go
+    assert b.segments_deleted == 4
+    assert list_segments(str(tmp_path)) == b.finished
+    clock.t += 1000
+    b.idle()
+    assert b.segments_deleted == 5 and list_segments(str(tmp_path)) == []
+    b.close()

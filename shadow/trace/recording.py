@@ -1,0 +1,197 @@
+"""A recording directory read as one trace: every segment, in order, across restarts.
+
+The connector's recorder writes a directory of segments (:mod:`shadow.trace.segments`: streams
+of one engine and DP rank, runs of one writer process).  :func:`load_recording` joins them the
+way ``shadow convert SEG... OUT`` joins segments, with what a directory adds:
+
+* **Order**: by engine, DP rank, start time and sequence number (:func:`segment_sort_key`); a
+  ``.partial`` segment comes last in its run and is read up to its last complete request.  The
+  joined trace is then sorted by completion time and annotated like any converted trace
+  (:func:`shadow.trace.annotate.annotate`).
+* **Block ids**: each run is its own id space (a restarted recorder interns from 1 again), so
+  each run's ids are moved past every earlier run's: two runs never share a block id.
+* **Requests and sessions**: a run whose chat ids begin above every chat id read so far
+  continues the numbering, and its records keep their ``chat_id``, ``parent_chat_id`` and
+  ``session_id``; a run that numbers from 1 again (a restarted recorder) has all three moved
+  past the ids read so far, so its requests and sessions stay its own.
+* **Open and torn**: a ``.partial`` whose stream a live process writes is the open segment (its
+  complete prefix read without a warning); one whose writer is gone is a torn tail (its complete
+  prefix read, one warning from the reader, counted).
+
+:class:`RecordingSummary` counts what was read: segments, streams, runs, restarts, torn tails;
+:meth:`RecordingSummary.line` is the one line the commands print.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from dataclasses import asdict, dataclass
+import numpy as np
+
+from shadow.errors import ShadowError
+from shadow.trace.annotate import TraceArrays, annotate, concat
+from shadow.trace.api import InMemoryTrace
+from shadow.trace.format import RECORD_DTYPE
+from shadow.trace.header import LcpHeader
+from shadow.trace.reader import DEFAULT_BATCH_ENTRIES, LcpReader
+from shadow.trace.segments import (SEGMENT_SUFFIX, quiet_truncation, scan_segments, split_runs,
+                                   stream_is_live)
+from shadow.trace.sessions import DEFAULT_SESSION_WINDOW
+
+logger = logging.getLogger(__name__)
+
+#: The id fields a restarted run's records move past the earlier runs' (chat ids and what names
+#: them).
+CHAT_FIELDS = ("chat_id", "parent_chat_id", "session_id")
+
+
+@dataclass(frozen=True)
+class RecordingSummary:
+    """What :func:`load_recording` read from a directory."""
+
+    directory: str
+    segments: int
+    streams: int
+    runs: int
+    torn_tails: int
+    open_segments: int
+    requests: int
+
+    @property
+    def restarts(self) -> int:
+        """Runs after each stream's first: the writer was restarted this many times."""
+        return self.runs - self.streams
+
+    def line(self) -> str:
+        """``DIR: 12 segments of 2 engine/rank streams, 3 restarts, 1 torn tail, 1,234
+        requests``."""
+        def n(k: int, word: str) -> str:
+            return f"{k:,} {word}{'' if k == 1 else 's'}"
+
+        parts = [f"{n(self.segments, 'segment')} of {n(self.streams, 'engine/rank stream')}",
+                 n(self.restarts, "restart"), n(self.torn_tails, "torn tail")]
+        if self.open_segments:
+            parts.append(f"{self.open_segments:,} open (read to its last flush)")
+        parts.append(n(self.requests, "request"))
+        return f"{self.directory}: " + ", ".join(parts)
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["restarts"] = self.restarts
+        return d
+
+
+def is_recording(path: str) -> bool:
+    """Whether ``path`` is a directory holding recording segments."""
+    return os.path.isdir(path) and bool(scan_segments(path))
+
+
+def _read_segment(path: str, *, allow_truncated: bool, quiet: bool) -> tuple[TraceArrays, bool,
+                                                                            LcpHeader]:
+    """One segment in memory, ids as stored; ``(arrays, truncated, header)``."""
+    ctx = quiet_truncation() if quiet else contextlib.nullcontext()
+    with ctx, LcpReader(path, allow_truncated=allow_truncated) as r:
+        batches = list(r)
+        header, truncated = r.header, r.truncated
+    if batches:
+        records = np.concatenate([b.records for b in batches])
+        ids = np.concatenate([b.block_ids for b in batches])
+    else:
+        records = np.zeros(0, dtype=RECORD_DTYPE)
+        ids = np.zeros(0, dtype=np.int64)
+    del batches
+    offsets = np.zeros(records.shape[0] + 1, dtype=np.int64)
+    np.cumsum(records["n_blocks"].astype(np.int64), out=offsets[1:])
+    return (TraceArrays(records, offsets, ids, None, list(header.type_names),
+                        header.block_size_tokens), truncated, header)
+
+
+def _shift_chats(rec: np.ndarray, by: int) -> None:
+    for f in CHAT_FIELDS:
+        col = rec[f]
+        col[col >= 0] += by
+
+
+def load_recording(directory: str, *, allow_truncated: bool = False,
+                   block_size_tokens: int | None = None, infer_sessions: bool = False,
+                   session_window: int = DEFAULT_SESSION_WINDOW
+                   ) -> tuple[TraceArrays, RecordingSummary]:
+    """Read every segment of recording ``directory`` into one annotated trace (module
+    docstring); ``(trace, summary)``.  A damaged finished segment is an error unless
+    ``allow_truncated`` (then its complete prefix is read, with a warning)."""
+    directory = str(directory)
+    segs = scan_segments(directory)
+    if not segs:
+        raise ShadowError(f"{directory}: no recording segments (shadow-e<engine>-dp<rank>-*"
+                          f"{SEGMENT_SUFFIX}) in this directory")
+    live = {s.prefix for s in segs if s.partial and stream_is_live(directory, s.prefix)}
+    runs = split_runs(segs)
+    parts: list[TraceArrays] = []
+    id_base = 0       # block ids of earlier runs end here
+    chat_top = 0      # the largest chat id read so far
+    torn = n_open = 0
+    block_size = 0
+    type_names: list[str] = []
+    for run in runs:
+        run_parts = []
+        newest_partial = max((s for s in run if s.partial), key=lambda s: (s.ts, s.seq),
+                             default=None)
+        for s in run:
+            is_open = s.partial and s.prefix in live and s is newest_partial
+            part, truncated, header = _read_segment(
+                s.path, allow_truncated=allow_truncated or s.partial, quiet=is_open)
+            b = header.block_size_tokens
+            if block_size and b and b != block_size:
+                raise ShadowError(f"{s.path}: block size {b} differs from the first segment's"
+                                  f" {block_size}")
+            block_size = block_size or b
+            names = list(header.type_names)
+            if type_names[:len(names)] != names[:len(type_names)]:
+                raise ShadowError(f"{s.path}: request type table {names} differs from the"
+                                  f" first segment's {type_names}")
+            if len(names) > len(type_names):
+                type_names = names
+            n_open += is_open
+            torn += truncated and not is_open
+            run_parts.append(part)
+        # NOTE: one id space per run: moved past every earlier run's ids
+        top = 0
+        for part in run_parts:
+            if part.n_entries:
+                top = max(top, int(part.block_ids.max()))
+                part.block_ids += id_base
+        id_base += top
+        chats = [p.records["chat_id"] for p in run_parts if p.n_requests]
+        if chats:
+            lo = min(int(c[c >= 0].min()) if (c >= 0).any() else 0 for c in chats)
+            if 0 < lo <= chat_top:   # NOTE: the run numbers from 1 again: a restarted recorder
+                for part in run_parts:
+                    _shift_chats(part.records, chat_top)
+            chat_top = max([chat_top] + [int(p.records["chat_id"].max()) for p in run_parts
+                                         if p.n_requests])
+        parts.extend(run_parts)
+    trace = concat(parts)
+    trace.type_names = type_names
+    trace.block_size_tokens = block_size_tokens or block_size
+    summary = RecordingSummary(directory, len(segs), len({s.prefix for s in segs}), len(runs),
+                               torn, n_open, trace.n_requests)
+    annotate(trace, infer_sessions=infer_sessions, session_window=session_window,
+             name=directory)
+    return trace, summary
+
+
+class RecordingTrace(InMemoryTrace):
+    """A recording directory read in memory (:func:`load_recording`), served as batches, as
+    :func:`shadow.trace.open_trace` serves a JSONL trace; ``summary`` says what was read."""
+
+    def __init__(self, directory: str, *, allow_truncated: bool = False,
+                 batch_entries: int = DEFAULT_BATCH_ENTRIES) -> None:
+        from shadow.trace.convert import header_for
+
+        self.path = str(directory)
+        self.trace, self.summary = load_recording(self.path, allow_truncated=allow_truncated)
+        self.header = header_for(self.trace, f"shadow (in memory from recording {self.path})")
+        self.batch_entries = batch_entries
+        self.truncated = self.summary.torn_tails > 0
