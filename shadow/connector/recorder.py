@@ -52,6 +52,8 @@ MAX_STREAM_CLAIMS = 64
 CLAIM_WAIT_S = 2.0
 #: Finished segment paths kept in :attr:`Recorder.finished` (the newest).
 FINISHED_KEPT = 4096
+#: Seconds between two samples of the directory's free space (statvfs).
+DISK_SAMPLE_S = 1.0
 
 
 class Recorder:
@@ -97,6 +99,8 @@ class Recorder:
         self._disk: OrderedDict[str, tuple[int, float]] = OrderedDict()
         self._disk_bytes = 0
         self.segments_deleted = 0  # by retention (shadow_recording_segments_deleted)
+        self.disk_free_bytes = 0   # on the directory's file system (sampled, DISK_SAMPLE_S)
+        self._disk_sampled = float("-inf")
         self.sealed: list[tuple[str, int, bool]] = []
         self._lock: StreamLock | None = None
         # NOTE: one inferrer for the whole run (segments continue each other); 0 = off
@@ -284,9 +288,16 @@ class Recorder:
         self._disk[path] = (size, mtime)
         self._disk_bytes += size
 
+    def _sample_disk(self, now: float) -> None:
+        if now - self._disk_sampled >= DISK_SAMPLE_S or now < self._disk_sampled:
+            st = os.statvfs(self.directory)
+            self.disk_free_bytes = st.f_bavail * st.f_frsize
+            self._disk_sampled = now
+
     def _retain(self, now: float) -> None:
         """Delete the stream's oldest finished segments past ``keep_bytes`` or ``keep_seconds``
-        (module docstring); never the open one."""
+        (module docstring); never the open one.  Samples the free space too."""
+        self._sample_disk(now)
         if not (self.keep_bytes or self.keep_seconds):
             return
         disk = self._disk

@@ -16,7 +16,9 @@ Stats payload (plain JSON-able types, so it survives vLLM's IPC)::
      # only with offload tiers configured, keys "<policy label>|<capacity>|<tier label>":
      "t": {key: [5 numbers in TIER_FIELDS order]}, "to": {key: bytes held}, "tc": {key: bytes},
      # only with a profile cost model (profile:FILE), keys as "c":
-     "p": {key: [2 numbers in PREFILL_FIELDS order]}}
+     "p": {key: [2 numbers in PREFILL_FIELDS order]},
+     # only while recording, key the recording directory:
+     "rb": {dir: bytes on disk}, "rf": {dir: bytes free}, "rl": {dir: record_max_bytes}}
 
 Two kinds of part: **rows** (a row of counters per key; an interval's payload carries the
 deltas of the rows that moved, an aggregate adds them) and **states** (one value per key, e.g. a
@@ -54,6 +56,9 @@ class Payload:
     MRC_CAPACITY = "mc"     # target share -> capacity in blocks (the sampled curve)
     MRC_RATIO = "mr"        # capacity fraction -> hit ratio (the sampled curve)
     PREFILL = "p"           # cache key -> prefill seconds row (PREFILL_FIELDS order)
+    RECORDING_BYTES = "rb"  # record_dir -> bytes of this engine's segments on disk
+    RECORDING_FREE = "rf"   # record_dir -> bytes free on its file system
+    RECORDING_LIMIT = "rl"  # record_dir -> record_max_bytes (0: unbounded)
 
 
 # -- labels and keys ---------------------------------------------------------------------------
@@ -81,17 +86,19 @@ def tier_key(key: str, tier_label: str) -> str:
 
 def part_keys(cfg: Any) -> dict[str, tuple[str, ...]]:
     """The keys of a configuration's keyed parts, by Snapshot keys field: its caches
-    (``cfg.caches`` order), the tiers behind them (caches in that order, tiers inside) and the
-    sampled curve's targets and capacity fractions (none when ``mrc`` is off), and the caches
-    again for their prefill seconds (none without a profile cost model).
-    ``cfg``: a ``shadow.connector.config.ShadowConfig``."""
+    (``cfg.caches`` order), the tiers behind them (caches in that order, tiers inside), the
+    sampled curve's targets and capacity fractions (none when ``mrc`` is off), the caches
+    again for their prefill seconds (none without a profile cost model) and its recording
+    directory (none without recording).  ``cfg``: a ``shadow.connector.config.ShadowConfig``."""
     from shadow.sim.lockstep.curve import keys as mrc_keys
 
     caches = tuple(cache_key(p.label, c) for p, c in cfg.caches)
     tiers = tuple(tier_key(caches[i], t.label) for i in cfg.tier_targets for t in cfg.tiers)
     mrc = mrc_keys() if getattr(cfg, "mrc", None) is not None else {k: () for k in mrc_keys()}
     prefill = caches if cfg.run.cost.profile is not None else ()
-    return {"cache_keys": caches, "tier_keys": tiers, "prefill_keys": prefill, **mrc}
+    record_dir = getattr(cfg, "record_dir", None)
+    return {"cache_keys": caches, "tier_keys": tiers, "prefill_keys": prefill, **mrc,
+            "recording_keys": (record_dir,) if record_dir else ()}
 
 
 def split_key(key: str) -> tuple[str, str]:
@@ -160,6 +167,8 @@ ENGINE_HELP = {
     "engine_prefill_seconds_saved": "Prefill seconds the engine's own hits saved on those "
                                     "admissions: the profile's no-hit time minus the above (0 "
                                     "without a profile).",
+    "recording_segments_deleted": "Finished recording segments deleted by retention "
+                                  "(record_max_bytes, record_max_age).",
 }
 ENGINE_FIELDS = tuple(ENGINE_HELP)
 #: The per-engine counters the scheduler-side hooks keep (ShadowConnector), in row order.
@@ -168,7 +177,7 @@ HOOK_FIELDS = ("observed_requests", "dropped_requests", "errors", "engine_query_
 #: The per-engine counters the worker thread keeps (``Snapshot.worker``), in row order; an engine
 #: counter named in both rows is their sum.
 WORKER_FIELDS = ("recorded_requests", "recorded_bytes", "errors", "engine_prefill_seconds",
-                 "engine_prefill_seconds_saved")
+                 "engine_prefill_seconds_saved", "recording_segments_deleted")
 
 
 # NOTE: per engine field, its index in a HOOK_FIELDS row and in a WORKER_FIELDS row (-1: the 0
@@ -248,6 +257,16 @@ TIER_OCCUPANCY_SERIES = Series(TIER_OCCUPANCY_GAUGE, "Bytes the offload tier hol
                                "held x chunk bytes).", gauge=True)
 TIER_CAPACITY_SERIES = Series(TIER_CAPACITY_GAUGE, "The offload tier's capacity in bytes (whole "
                               "chunks).", gauge=True)
+#: The labels a recording key stands for, after the engine's.
+RECORDING_LABELS = ("record_dir",)
+RECORDING_BYTES_SERIES = Series("shadow_recording_bytes", "Bytes of this engine's recording "
+                                "segments on disk (finished ones and the open one).", gauge=True)
+RECORDING_FREE_SERIES = Series("shadow_recording_disk_free_bytes", "Bytes free (for an "
+                               "unprivileged writer) on the recording directory's file system.",
+                               gauge=True)
+RECORDING_LIMIT_SERIES = Series("shadow_recording_max_bytes", "The retention bound on this "
+                                "engine's recording (record_max_bytes; 0: unbounded).",
+                                gauge=True)
 
 
 def tier_counter_name(f: str) -> str:
@@ -279,11 +298,22 @@ MRC_RATIO = Part(Payload.MRC_RATIO, "mrc_ratio", "mrc_fractions", ("capacity_fra
                          "own), from the sampled miss-ratio curve.", gauge=True),), state=True)
 PREFILL = Part(Payload.PREFILL, "prefill", "prefill_keys", CACHE_LABELS,
                tuple(Series(f"shadow_{f}", h) for f, h in PREFILL_HELP.items()))
-#: The parts the worker writes itself (from the caches' hits), not a live cache kind.
-WORKER_PARTS = (PREFILL,)
+# NOTE: keyed by the recording directory; without recording the parts have no keys and stay out
+# of every payload and exposition, as the tier parts without tiers
+RECORDING_BYTES = Part(Payload.RECORDING_BYTES, "recording_bytes", "recording_keys",
+                       RECORDING_LABELS, (RECORDING_BYTES_SERIES,), state=True)
+RECORDING_FREE = Part(Payload.RECORDING_FREE, "recording_free", "recording_keys",
+                      RECORDING_LABELS, (RECORDING_FREE_SERIES,), state=True)
+RECORDING_LIMIT = Part(Payload.RECORDING_LIMIT, "recording_limit", "recording_keys",
+                       RECORDING_LABELS, (RECORDING_LIMIT_SERIES,), state=True)
+#: The recorder's parts (the worker writes them from its recorder).
+RECORDING_PARTS = (RECORDING_BYTES, RECORDING_FREE, RECORDING_LIMIT)
+#: The parts the worker writes itself (from the caches' hits, from its recorder), not a live
+#: cache kind.
+WORKER_PARTS = (PREFILL, *RECORDING_PARTS)
 #: Every keyed part, in exposition order.
 PARTS = (CACHES, STOPPED, TIERS, TIER_OCCUPANCY, TIER_CAPACITY, PREFILL, MRC_CAPACITY,
-         MRC_RATIO)
+         MRC_RATIO, *RECORDING_PARTS)
 
 
 def exported_series() -> set[str]:
@@ -303,7 +333,7 @@ class Snapshot:
     stopped (it failed: out of memory mid-request, say; its counters freeze and the log says
     why), 0 while it serves (a reset starts every cache afresh); the tier parts are empty
     without tiers, the curve's without ``mrc``, the prefill part (PREFILL_FIELDS rows) without
-    a profile cost model."""
+    a profile cost model, the recording parts (one key: the directory) without recording."""
 
     cache_keys: tuple[str, ...]
     caches: tuple[tuple[float, ...], ...]
@@ -320,6 +350,10 @@ class Snapshot:
     mrc_ratio: tuple[float, ...] = ()
     prefill_keys: tuple[str, ...] = ()
     prefill: tuple[tuple[float, ...], ...] = ()
+    recording_keys: tuple[str, ...] = ()
+    recording_bytes: tuple[int, ...] = ()
+    recording_free: tuple[int, ...] = ()
+    recording_limit: tuple[int, ...] = ()
 
 
 def empty_payload() -> dict[str, Any]:

@@ -40,6 +40,8 @@ from shadow.sim.lockstep.caches import (LiveCache, LiveRequest, PoolCaches, SimC
                                         TieredCaches, TierSpecRow)
 from shadow.sim.engine.rules import full_blocks, max_hit_blocks
 
+#: The worker row's column of the segments retention deleted (the recorder's count).
+_W_DELETED = WORKER_FIELDS.index("recording_segments_deleted")
 logger = logging.getLogger(__name__)
 
 class Admit(NamedTuple):
@@ -620,7 +622,12 @@ class ShadowWorker:
             out[PREFILL.snapshot] = [tuple(r) for r in self._pre]
         rec = self.recorder
         if rec is not None:
-            self._worker[0], self._worker[1] = rec.n_recorded, rec.bytes_total
+            w = self._worker
+            w[0], w[1], w[_W_DELETED] = rec.n_recorded, rec.bytes_total, rec.segments_deleted
+            if keys["recording_keys"]:
+                out["recording_bytes"] = [rec.bytes_on_disk]
+                out["recording_free"] = [rec.disk_free_bytes]
+                out["recording_limit"] = [rec.keep_bytes]
         prev = getattr(self, "snapshot", None)
         fields = {}
         for p in PARTS:

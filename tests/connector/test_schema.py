@@ -18,10 +18,10 @@ from shadow.sim.lockstep import caches as livecaches
 B = 4
 
 
-def _worker(**extra) -> ShadowWorker:
+def _worker(recorder=None, **extra) -> ShadowWorker:
     extra = {"policies": ["vllm", "lru"], "capacity_factors": [1], "capacities": [4], **extra}
     return ShadowWorker(parse_extra_config(extra, block_size=B, engine_blocks=8),
-                        start=False)
+                        recorder=recorder, start=False)
 
 
 def _request(w: ShadowWorker, rid: str, names: list[str], t: float) -> None:
@@ -46,9 +46,12 @@ def test_the_engine_row_sums_a_counter_kept_on_both_threads():
 H200 = Path(__file__).resolve().parents[2] / "shadow" / "data" / "h200_prefill.jsonl"
 
 
-def test_interval_payloads_add_up_to_the_cumulative_one():
-    # NOTE: tiers and a profile cost model: every part has keys
-    w = _worker(tiers="cpu:8blk:lru", tier_caches="all", bytes_per_block=100,
+def test_interval_payloads_add_up_to_the_cumulative_one(tmp_path):
+    from shadow.connector.recorder import Recorder
+
+    # NOTE: tiers, a profile cost model and a recording: every part has keys
+    rec = Recorder(str(tmp_path), block_size=B, keep_bytes=1 << 20)
+    w = _worker(rec, tiers="cpu:8blk:lru", tier_caches="all", bytes_per_block=100,
                 cost_model=f"profile:{H200},model=llama3_8b")
     delta = PayloadDelta(8)
     hooks = [0] * len(HOOK_FIELDS)
@@ -83,6 +86,9 @@ def test_interval_payloads_add_up_to_the_cumulative_one():
     assert any(any(row) for row in cum[Payload.TIERS].values())   # the tiers did serve
     assert any(row[1] for row in cum[Payload.PREFILL].values())   # the hits saved seconds
     assert cum[Payload.ENGINE]["engine_prefill_seconds"] > 0
+    # the recording's gauges: its bytes on disk (the open segment), free space, the bound
+    assert cum[Payload.RECORDING_BYTES] == {str(tmp_path): rec.bytes_on_disk} and rec.bytes_on_disk > 0
+    assert cum[Payload.RECORDING_FREE][str(tmp_path)] > 0 and cum[Payload.RECORDING_LIMIT] == {str(tmp_path): 1 << 20}
     w.stop()
 
 
@@ -91,7 +97,8 @@ def test_a_part_without_keys_stays_out_of_every_payload():
     d = PayloadDelta(8).next(w.snapshot, (0,) * len(HOOK_FIELDS))
     assert Payload.CACHES in d and Payload.STOPPED in d
     assert not {Payload.TIERS, Payload.TIER_OCCUPANCY, Payload.TIER_CAPACITY,
-                Payload.PREFILL} & set(d)
+                Payload.PREFILL, Payload.RECORDING_BYTES, Payload.RECORDING_FREE,
+                Payload.RECORDING_LIMIT} & set(d)
     w.stop()
 
 
