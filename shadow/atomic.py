@@ -119,13 +119,18 @@ def _resolve(path: str | os.PathLike[str]) -> Path:
     return target
 
 
+def temp_name_prefix(name: str, prefix: str = TMP_PREFIX) -> str:
+    """How the names of :func:`create_temp`'s temporaries for a target called ``name`` begin."""
+    return f"{prefix}{name[:_NAME_ROOM]}."
+
+
 def create_temp(path: str | os.PathLike[str], *, suffix: str = "",
                 prefix: str = TMP_PREFIX) -> Path:
     """Create a new, empty temporary file beside ``path`` (exclusive, mode 0600 until
     :func:`commit`) and return its path.  Raises :class:`OutputError` naming ``path``."""
     target = _resolve(path)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f"{prefix}{target.name[:_NAME_ROOM]}.", suffix=suffix,
+        fd, tmp = tempfile.mkstemp(prefix=temp_name_prefix(target.name, prefix), suffix=suffix,
                                    dir=target.parent)
     except OSError as exc:
         raise output_error(path, exc) from None

@@ -34,6 +34,8 @@ DEFAULT_POLICIES = ("vllm", "lru", "s3fifo", "arc", "sieve")
 DEFAULT_CAPACITY_FACTORS = (0.5, 1.0, 2.0, 4.0)
 
 MATCH_MODES = ("vllm", "full")
+#: Default ``segment_max_bytes``.
+SEGMENT_MAX_BYTES = 64 << 20
 
 KNOWN_KEYS = frozenset({
     "policies", "capacities", "capacity_factors", "cost_model", "pin", "match", "record_dir",
@@ -86,7 +88,10 @@ class ShadowConfig:
     pin: bool = True
     match: str = "vllm"
     record_dir: str | None = None
-    segment_max_bytes: int = 256 << 20
+    #: NOTE: 64 MiB: an orphaned segment is sealed (rewritten) when a server stops, at about
+    #: 10 MiB/s on two loaded cores (docs/connector.md "Running for weeks"), within the seconds a
+    #: stop allows; retention deletes whole segments, so smaller ones also bound it more finely
+    segment_max_bytes: int = SEGMENT_MAX_BYTES
     segment_max_seconds: float = 3600.0
     record_flush_ms: float = 20.0
     record_session_window: int = DEFAULT_SESSION_WINDOW
@@ -443,7 +448,8 @@ def parse_extra_config(extra: dict[str, Any] | None, *, block_size: int, engine_
             # NOTE: the recorder makes the missing directories later; below a file it cannot
             raise _err("record_dir", f"{record_dir} is below {above}, which is not a directory")
 
-    segment_max_bytes = _bytes(extra.get("segment_max_bytes", 256 << 20), "segment_max_bytes")
+    segment_max_bytes = _bytes(extra.get("segment_max_bytes", SEGMENT_MAX_BYTES),
+                               "segment_max_bytes")
     record_max_bytes = extra.get("record_max_bytes", 0)
     record_max_bytes = 0 if record_max_bytes == 0 else _bytes(record_max_bytes, "record_max_bytes")
     if 0 < record_max_bytes < segment_max_bytes:

@@ -61,7 +61,7 @@ class Recorder:
     thread only (the constructor runs at start-up, before the worker)."""
 
     def __init__(self, directory: str, *, block_size: int, engine_id: str = "0",
-                 dp_rank: int = 0, max_bytes: int = 256 << 20, max_seconds: float = 3600.0,
+                 dp_rank: int = 0, max_bytes: int = 64 << 20, max_seconds: float = 3600.0,
                  flush_ms: float = 20.0, producer: str = "shadow connector",
                  clock: Callable[[], float] = time.time,
                  session_window: int = DEFAULT_SESSION_WINDOW, replica: str = "0",

@@ -229,6 +229,18 @@ def quiet_truncation() -> Iterator[None]:
         log.removeFilter(f)
 
 
+def _discard_stale_temporaries(final: str) -> None:
+    """Remove the temporaries an earlier seal of ``final`` left when it was killed (the caller
+    holds the stream's lock, so no seal of it is running)."""
+    from shadow.atomic import TMP_PREFIX, discard, temp_name_prefix
+
+    directory, name = os.path.split(final)
+    stem = temp_name_prefix(name, TMP_PREFIX)
+    for n in os.listdir(directory or "."):
+        if n.startswith(stem):
+            discard(os.path.join(directory, n))
+
+
 def seal_segment(path: str) -> tuple[int, bool]:
     """Rewrite orphaned ``<name>.partial`` as ``<name>`` (its complete requests, counts valid,
     :data:`SEALED_MARK` after the producer), then remove it; ``(requests kept, whether a torn
@@ -246,6 +258,7 @@ def seal_segment(path: str) -> tuple[int, bool]:
 
     seg = parse_segment(path)
     final = seg.final_path if seg is not None else path[:-len(PARTIAL_SUFFIX)]
+    _discard_stale_temporaries(final)
     if os.path.exists(final):
         os.unlink(path)
         return 0, False

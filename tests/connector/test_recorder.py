@@ -517,3 +517,19 @@ def test_retention_by_age_when_idle_and_across_a_restart(tmp_path):
     b.idle()
     assert b.segments_deleted == 5 and list_segments(str(tmp_path)) == []
     b.close()
+
+
+def test_a_seal_cut_short_is_redone_and_its_temporary_removed(tmp_path):
+    """A seal killed before its rename leaves the orphan and a .tmp- temporary; the next seal
+    removes the temporary and seals the orphan."""
+    from shadow.atomic import create_temp
+    from shadow.trace.segments import seal_orphans
+
+    d = _killed_child(tmp_path, 60)
+    (orphan,) = [s for s in list_segments(d) if s.endswith(PARTIAL_SUFFIX)]
+    stale = create_temp(orphan[:-len(PARTIAL_SUFFIX)])
+    stale.write_bytes(b"half a segment")
+    ((final, n, _torn),) = seal_orphans(d)
+    assert n > 0 and not stale.exists() and final == orphan[:-len(PARTIAL_SUFFIX)]
+    assert sorted(os.listdir(d)) == sorted([".shadow-e0-dp0.lock"] + [
+        os.path.basename(s) for s in list_segments(d)])
