@@ -270,6 +270,8 @@ def seal_segment(path: str) -> tuple[int, bool]:
             producer += SEALED_MARK
         tmp = create_temp(final)
         try:
+            # NOTE: the writer takes the orphan's header fields (tests/connector/
+            # test_recorder.py checks that every field but the counts comes through)
             w = LcpWriter(final, block_size_tokens=h.block_size_tokens, producer=producer,
                           type_names=h.type_names, compress=True, temp_path=str(tmp))
         except BaseException:

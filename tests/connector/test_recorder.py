@@ -417,16 +417,31 @@ def test_a_restarted_recorder_seals_the_orphan_its_killed_predecessor_left(tmp_p
     (orphan,) = [s for s in list_segments(d) if s.endswith(PARTIAL_SUFFIX)]
     before = read_requests(orphan, allow_truncated=True)
     mtime = os.stat(orphan).st_mtime
+    from shadow.trace import read_header
+
+    header = read_header(orphan)
     with caplog.at_level(logging.INFO):
         rec = Recorder(d, block_size=32)
     final = orphan[:-len(PARTIAL_SUFFIX)]
     assert rec.sealed == [(final, len(before), rec.sealed[0][2])]
     assert not os.path.exists(orphan) and os.path.exists(final)
     assert os.stat(final).st_mtime == mtime
-    from shadow.trace import read_header
+    from dataclasses import fields
+
+    from shadow.trace.format import FLAG_COUNTS_VALID
+    from shadow.trace.header import LcpHeader
     from shadow.trace.segments import SEALED_MARK
 
-    assert read_header(final).producer == "shadow connector" + SEALED_MARK
+    sealed = read_header(final)
+    assert sealed.producer == header.producer + SEALED_MARK
+    # every other header field kept as the writer made it; the counts filled in and valid
+    counts = {"n_requests", "n_block_accesses", "n_unique_blocks", "max_blocks_per_request",
+              "n_sessions", "n_users", "first_complete_time_us", "last_complete_time_us"}
+    for f in fields(LcpHeader):
+        if f.name not in counts | {"flags", "producer"}:
+            assert getattr(sealed, f.name) == getattr(header, f.name), f.name
+    assert sealed.flags == header.flags | FLAG_COUNTS_VALID
+    assert sealed.n_requests == len(before)
     with caplog.at_level(logging.WARNING, logger="shadow.trace.reader"):
         caplog.clear()
         assert read_requests(final) == before
@@ -519,6 +534,7 @@ def test_retention_by_age_when_idle_and_across_a_restart(tmp_path):
     b.close()
 
 
+@pytest.mark.slow
 def test_a_seal_cut_short_is_redone_and_its_temporary_removed(tmp_path):
     """A seal killed before its rename leaves the orphan and a .tmp- temporary; the next seal
     removes the temporary and seals the orphan."""

@@ -20,6 +20,7 @@ from shadow.trace import LcpWriter, open_trace
 from shadow.trace.recording import load_recording
 from shadow.trace.segments import (PARTIAL_SUFFIX, TYPE_NAMES, list_segments, segment_name,
                                    segment_prefix)
+from tests.tiers import by_name, unit_rows
 from tests.trace.bad_inputs import REPO, assert_refused, shadow
 
 T0 = 1_780_000_000.0
@@ -95,6 +96,7 @@ def recording(tmp_path):
     return d
 
 
+@pytest.mark.slow
 def test_a_directory_reads_as_one_trace_across_restarts(recording):
     trace, s = load_recording(str(recording))
     assert (s.segments, s.streams, s.runs, s.restarts, s.torn_tails, s.open_segments) == (
@@ -116,6 +118,7 @@ def test_a_directory_reads_as_one_trace_across_restarts(recording):
     assert all(sorted(v) == list(range(1, len(v) + 1)) for v in sessions.values())
 
 
+@pytest.mark.slow
 def test_convert_dir_reads_every_segment_and_says_so_in_one_line(recording, tmp_path):
     out = tmp_path / "joined.lcp.zst"
     r = shadow("convert", str(recording), str(out))
@@ -140,6 +143,7 @@ def test_convert_dir_reads_every_segment_and_says_so_in_one_line(recording, tmp_
     assert "format recording" in a.stdout
 
 
+@pytest.mark.slow
 def test_final_segments_only_read_without_a_warning(tmp_path):
     """What a clean stop leaves (every segment final): no warning, no torn tail."""
     d = tmp_path / "rec"
@@ -151,6 +155,7 @@ def test_final_segments_only_read_without_a_warning(tmp_path):
     assert "2 engine/rank streams, 0 restarts, 0 torn tails, 6 requests" in r.stdout
 
 
+@pytest.mark.slow
 def test_the_open_segment_is_read_to_its_last_flush_without_a_warning(tmp_path):
     """A live writer's .partial (its stream lock held) is the open segment, not a torn tail."""
     d = tmp_path / "rec"
@@ -208,7 +213,7 @@ ARGS = [
 ]
 
 
-@pytest.mark.parametrize("name,args,words", ARGS, ids=[a[0] for a in ARGS])
+@pytest.mark.parametrize("name,args,words", unit_rows(ARGS, 4, ids=by_name))
 def test_bad_directories_are_refused_in_one_line(name, args, words, tmp_path):
     (tmp_path / "empty").mkdir()
     run(tmp_path / "rec", Clock(), conversation(1, 1))
