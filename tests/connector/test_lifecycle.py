@@ -12,10 +12,12 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
-from tests.vllm_support import (REPO_ROOT, http_post_json, inprocess_llm, random_token_ids,
+from tests.vllm_support import (REPO_ROOT, http_get, http_post_json, inprocess_llm,
+                                metric_sum, parse_prometheus, random_token_ids,
                                 start_openai_server, tiny_model_path, vllm_available,
                                 wait_for_exit)
 
@@ -96,12 +98,12 @@ def test_sigint_with_requests_in_flight_leaves_only_final_segments(tmp_path):
     done: list[int] = []
     failed: list[int] = []
     with start_openai_server(tiny_model_path(), extra_args=args, log_dir=tmp_path) as url:
-        def send(i: int) -> None:
+        def send(i: int, k: int = 24) -> None:
             prompt = random_token_ids(40 + 3 * i, seed=300 + i)
             try:
                 out = http_post_json(url + "/v1/completions",
-                                     {"model": "tiny", "prompt": prompt, "max_tokens": 24,
-                                      "min_tokens": 24, "ignore_eos": True}, timeout_s=60)
+                                     {"model": "tiny", "prompt": prompt, "max_tokens": k,
+                                      "min_tokens": k, "ignore_eos": True}, timeout_s=120)
             except Exception:  # noqa: BLE001 - refused once the server stops
                 failed.append(len(prompt))
                 return
@@ -110,14 +112,20 @@ def test_sigint_with_requests_in_flight_leaves_only_final_segments(tmp_path):
             if out["choices"][0]["finish_reason"] == "abort":
                 failed.append(len(prompt))
             else:
-                assert out["usage"]["completion_tokens"] == 24
+                assert out["usage"]["completion_tokens"] == k
                 done.append(len(prompt))
 
         for i in range(20):
             send(i)
-        threads = [threading.Thread(target=send, args=(20 + i,)) for i in range(6)]
+        # six long requests; the stop comes once the engine runs some of them
+        threads = [threading.Thread(target=send, args=(20 + i, 400)) for i in range(6)]
         for t in threads:
             t.start()
+        deadline = time.monotonic() + 60
+        while metric_sum(parse_prometheus(http_get(url + "/metrics")),
+                         "vllm:num_requests_running") < 1:
+            assert time.monotonic() < deadline, "no request ever ran"
+            time.sleep(0.05)
         # NOTE: Ctrl-C reaches the whole foreground group; the API server's handler is what
         # stops the engine, so the signal goes to it
         url.proc.send_signal(signal.SIGINT)
