@@ -51,8 +51,8 @@ def test_interval_payloads_add_up_to_the_cumulative_one(tmp_path):
 
     # NOTE: tiers, a profile cost model and a recording: every part has keys
     rec = Recorder(str(tmp_path), block_size=B, keep_bytes=1 << 20)
-    w = _worker(rec, tiers="cpu:8blk:lru", tier_caches="all", bytes_per_block=100,
-                cost_model=f"profile:{H200},model=llama3_8b")
+    w = _worker(rec, record_dir=str(tmp_path), tiers="cpu:8blk:lru", tier_caches="all",
+                bytes_per_block=100, cost_model=f"profile:{H200},model=llama3_8b")
     delta = PayloadDelta(8)
     hooks = [0] * len(HOOK_FIELDS)
     first = delta.next(w.snapshot, tuple(hooks))
