@@ -87,8 +87,9 @@ def test_interval_payloads_add_up_to_the_cumulative_one(tmp_path):
     assert any(row[1] for row in cum[Payload.PREFILL].values())   # the hits saved seconds
     assert cum[Payload.ENGINE]["engine_prefill_seconds"] > 0
     # the recording's gauges: its bytes on disk (the open segment), free space, the bound
-    assert cum[Payload.RECORDING_BYTES] == {str(tmp_path): rec.bytes_on_disk} and rec.bytes_on_disk > 0
-    assert cum[Payload.RECORDING_FREE][str(tmp_path)] > 0 and cum[Payload.RECORDING_LIMIT] == {str(tmp_path): 1 << 20}
+    rd = str(tmp_path)
+    assert cum[Payload.RECORDING_BYTES] == {rd: rec.bytes_on_disk} and rec.bytes_on_disk > 0
+    assert cum[Payload.RECORDING_FREE][rd] > 0 and cum[Payload.RECORDING_LIMIT] == {rd: 1 << 20}
     w.stop()
 
 
