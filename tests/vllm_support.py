@@ -216,11 +216,12 @@ DEFAULT_SERVER_ARGS = ("--dtype", "float32", "--enforce-eager", "--block-size", 
 def start_openai_server(model_path: str, extra_args: Sequence[str] = (),
                         env: Mapping[str, str] | None = None, *, port: int | None = None,
                         startup_timeout_s: float = 240.0,
-                        log_dir: str | os.PathLike | None = None) -> Iterator[ServerURL]:
+                        log_dir: str | os.PathLike | None = None,
+                        defaults: Sequence[str] = DEFAULT_SERVER_ARGS) -> Iterator[ServerURL]:
     """Run ``python -m vllm.entrypoints.openai.api_server`` on 127.0.0.1 and yield its base URL.
 
-    The server gets the CPU defaults in ``DEFAULT_SERVER_ARGS`` (later ``extra_args`` win, as
-    argparse keeps the last value), the repo root on ``PYTHONPATH`` (so
+    The server gets the CPU defaults in ``defaults`` (``DEFAULT_SERVER_ARGS``; later
+    ``extra_args`` win, as argparse keeps the last value), the repo root on ``PYTHONPATH`` (so
     ``kv_connector_module_path: shadow.connector`` imports), ``VLLM_CPU_KVCACHE_SPACE=1`` and
     ``env`` on top.  It runs in its own process group; at exit the whole group gets SIGTERM
     (then SIGKILL after a grace period), even if the test failed or the server died.  If /health
@@ -239,7 +240,7 @@ def start_openai_server(model_path: str, extra_args: Sequence[str] = (),
     log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="vllm-server-log-"))
     log_path = log_dir / f"server-{port}.log"
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model_path,
-           "--host", "127.0.0.1", "--port", str(port), *DEFAULT_SERVER_ARGS, *extra_args]
+           "--host", "127.0.0.1", "--port", str(port), *defaults, *extra_args]
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=full_env,
                                 cwd=str(REPO_ROOT), start_new_session=True)
@@ -309,6 +310,65 @@ def metric_sum(parsed: Mapping[tuple[str, tuple], float], name: str, **labels: s
         if n == name and all(dict(lab).get(k) == val for k, val in labels.items()):
             total += v
     return total
+
+
+class StoppedClient:
+    """Completions sent to an OpenAI server that is stopped while they run: the prompt lengths
+    of the requests that completed (``done``) and of those the stop cut off (``failed``).  The
+    prompts of one test have distinct lengths, so a length names a request."""
+
+    def __init__(self, url: str, model: str) -> None:
+        self.url, self.model = url, model
+        self.done: list[int] = []
+        self.failed: list[int] = []
+
+    def send(self, prompt: Sequence[int], k: int, timeout_s: float = 180.0) -> None:
+        """One request of ``k`` output tokens; returns when it completed or was cut off."""
+        try:
+            out = http_post_json(self.url + "/v1/completions",
+                                 {"model": self.model, "prompt": list(prompt), "max_tokens": k,
+                                  "min_tokens": k, "ignore_eos": True, "temperature": 0},
+                                 timeout_s=timeout_s)
+        except Exception:  # noqa: BLE001 - refused once the server stops
+            self.failed.append(len(prompt))
+            return
+        # NOTE: a request the stop caught answers 200 with finish_reason "abort"
+        if out["choices"][0]["finish_reason"] == "abort":
+            self.failed.append(len(prompt))
+        else:
+            assert out["usage"]["completion_tokens"] == k
+            self.done.append(len(prompt))
+
+    def start(self, prompts: Sequence[Sequence[int]], k: int) -> list[threading.Thread]:
+        """``prompts`` sent at once, one thread each; returns once the engine runs one."""
+        threads = [threading.Thread(target=self.send, args=(p, k)) for p in prompts]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 60
+        while metric_sum(parse_prometheus(http_get(self.url + "/metrics")),
+                         "vllm:num_requests_running") < 1:
+            assert time.monotonic() < deadline, "no request ever ran"
+            time.sleep(0.05)
+        return threads
+
+    def check_recorded(self, lengths: Sequence[int]) -> None:
+        """The recording's input lengths: every completed request once, the cut-off ones at
+        most once (only those the engine had when the stop came), nothing else."""
+        assert len(lengths) == len(set(lengths))
+        assert sorted(n for n in lengths if n in self.done) == sorted(self.done)
+        assert set(lengths) <= set(self.done) | set(self.failed)
+
+
+def convert_quietly(directory: str | os.PathLike, out: str | os.PathLike) -> tuple[str, list[int]]:
+    """``shadow convert DIRECTORY OUT``, which must succeed without a word on stderr (no
+    warning); its one-line summary and the input length of every request it wrote."""
+    from shadow.trace import open_trace
+
+    r = subprocess.run([sys.executable, "-m", "shadow", "convert", str(directory), str(out)],
+                       cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    with open_trace(str(out)) as tr:
+        return r.stdout, [int(x) for b in tr for x in b.records["input_length"]]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -268,7 +269,7 @@ def test_unwritable_record_dir_turns_recording_off_and_serving_goes_on(tmp_path,
     with caplog.at_level(logging.ERROR, logger="shadow.connector.recorder"):
         with inprocess_llm(tiny_model_path(), kv_transfer_config=ktc,
                            num_gpu_blocks_override=32, max_model_len=512) as llm:
-            blocker.rmdir()
+            shutil.rmtree(blocker)   # NOTE: with the stream lock file the recorder made
             blocker.write_text("x")
             outs = [llm.generate([TokensPrompt(prompt_token_ids=prefix + [7 + s] * 5)], sp,
                                  use_tqdm=False)[0] for s in range(3)]
