@@ -144,7 +144,7 @@ class Recorder:
                 if k:
                     logger.warning("shadow connector: another live process records engine %s "
                                    "DP rank %d into %s; this one records as %s (give each "
-                                   "server its own engine_id)", self.engine_id, self.dp_rank,
+                                   "server its own engine_id and replica)", self.engine_id, self.dp_rank,
                                    self.directory, prefix)
                 self.prefix, self._lock = prefix, lock
                 return

@@ -131,8 +131,14 @@ def write_lcp(trace: TraceArrays, path: str, *, producer: str, compress: bool | 
 def load_lcp(path: str, *, allow_truncated: bool = False) -> TraceArrays:
     """Read a whole lcp file into memory (ids as stored; block keys and replica names kept)."""
     with LcpReader(path, allow_truncated=allow_truncated) as r:
-        batches = list(r)
-        header = r.header
+        return read_arrays(r)
+
+
+def read_arrays(r: LcpReader) -> TraceArrays:
+    """The rest of an open reader's file in memory (ids as stored; block keys and replica names
+    kept); ``r.truncated`` says afterwards whether a torn tail was left out."""
+    batches = list(r)
+    header = r.header
     keys = None
     if batches:
         records = np.concatenate([b.records for b in batches])

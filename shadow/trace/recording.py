@@ -8,8 +8,13 @@ way ``shadow convert SEG... OUT`` joins segments, with what a directory adds:
   ``.partial`` segment comes last in its run and is read up to its last complete request.  The
   joined trace is then sorted by completion time and annotated like any converted trace
   (:func:`shadow.trace.annotate.annotate`).
-* **Block ids**: each run is its own id space (a restarted recorder interns from 1 again), so
-  each run's ids are moved past every earlier run's: two runs never share a block id.
+* **Block ids**: segments with block keys (the connector's lcp v2) are joined by their keys,
+  as ``shadow convert`` joins any segments (:func:`shadow.trace.fleet.join`): one key, one id,
+  whichever run wrote it (a recorder without a ``fleet_key`` keys privately, so its runs share
+  no block).  Without keys each run is its own id space (a restarted recorder interns from 1
+  again), so each run's ids are moved past every earlier run's.
+* **Replicas**: the segments' replica names are united; streams of several replicas (DP ranks,
+  engines) make a fleet trace, whose sessions are inferred again over the whole.
 * **Requests and sessions**: a run whose chat ids begin above every chat id read so far
   continues the numbering, and its records keep their ``chat_id``, ``parent_chat_id`` and
   ``session_id``; a run that numbers from 1 again (a restarted recorder) has all three moved
@@ -31,10 +36,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from shadow.errors import ShadowError
-from shadow.trace.annotate import TraceArrays, annotate, concat
+from shadow.trace.annotate import TraceArrays, annotate
 from shadow.trace.api import InMemoryTrace
-from shadow.trace.format import RECORD_DTYPE
-from shadow.trace.header import LcpHeader
+from shadow.trace.fleet import join
 from shadow.trace.reader import DEFAULT_BATCH_ENTRIES, LcpReader
 from shadow.trace.segments import (SEGMENT_SUFFIX, quiet_truncation, scan_segments, split_runs,
                                    stream_is_live)
@@ -88,24 +92,14 @@ def is_recording(path: str) -> bool:
     return os.path.isdir(path) and bool(scan_segments(path))
 
 
-def _read_segment(path: str, *, allow_truncated: bool, quiet: bool) -> tuple[TraceArrays, bool,
-                                                                            LcpHeader]:
-    """One segment in memory, ids as stored; ``(arrays, truncated, header)``."""
+def _read_segment(path: str, *, allow_truncated: bool, quiet: bool) -> tuple[TraceArrays, bool]:
+    """One segment in memory, ids as stored (block keys and replica names kept);
+    ``(arrays, truncated)``."""
+    from shadow.trace.convert import read_arrays
+
     ctx = quiet_truncation() if quiet else contextlib.nullcontext()
     with ctx, LcpReader(path, allow_truncated=allow_truncated) as r:
-        batches = list(r)
-        header, truncated = r.header, r.truncated
-    if batches:
-        records = np.concatenate([b.records for b in batches])
-        ids = np.concatenate([b.block_ids for b in batches])
-    else:
-        records = np.zeros(0, dtype=RECORD_DTYPE)
-        ids = np.zeros(0, dtype=np.int64)
-    del batches
-    offsets = np.zeros(records.shape[0] + 1, dtype=np.int64)
-    np.cumsum(records["n_blocks"].astype(np.int64), out=offsets[1:])
-    return (TraceArrays(records, offsets, ids, None, list(header.type_names),
-                        header.block_size_tokens), truncated, header)
+        return read_arrays(r), r.truncated
 
 
 def _shift_chats(rec: np.ndarray, by: int) -> None:
@@ -129,34 +123,24 @@ def load_recording(directory: str, *, allow_truncated: bool = False,
     live = {s.prefix for s in segs if s.partial and stream_is_live(directory, s.prefix)}
     runs = split_runs(segs)
     parts: list[TraceArrays] = []
+    names: list[str] = []
     id_base = 0       # block ids of earlier runs end here
     chat_top = 0      # the largest chat id read so far
     torn = n_open = 0
-    block_size = 0
-    type_names: list[str] = []
     for run in runs:
         run_parts = []
         newest_partial = max((s for s in run if s.partial), key=lambda s: (s.ts, s.seq),
                              default=None)
         for s in run:
             is_open = s.partial and s.prefix in live and s is newest_partial
-            part, truncated, header = _read_segment(
-                s.path, allow_truncated=allow_truncated or s.partial, quiet=is_open)
-            b = header.block_size_tokens
-            if block_size and b and b != block_size:
-                raise ShadowError(f"{s.path}: block size {b} differs from the first segment's"
-                                  f" {block_size}")
-            block_size = block_size or b
-            names = list(header.type_names)
-            if type_names[:len(names)] != names[:len(type_names)]:
-                raise ShadowError(f"{s.path}: request type table {names} differs from the"
-                                  f" first segment's {type_names}")
-            if len(names) > len(type_names):
-                type_names = names
+            part, truncated = _read_segment(s.path, allow_truncated=allow_truncated or s.partial,
+                                            quiet=is_open)
             n_open += is_open
             torn += truncated and not is_open
             run_parts.append(part)
-        # NOTE: one id space per run: moved past every earlier run's ids
+            names.append(s.path)
+        # NOTE: one id space per run: moved past every earlier run's ids (segments with block
+        # keys are joined by their keys instead, below)
         top = 0
         for part in run_parts:
             if part.n_entries:
@@ -172,12 +156,16 @@ def load_recording(directory: str, *, allow_truncated: bool = False,
             chat_top = max([chat_top] + [int(p.records["chat_id"].max()) for p in run_parts
                                          if p.n_requests])
         parts.extend(run_parts)
-    trace = concat(parts)
-    trace.type_names = type_names
-    trace.block_size_tokens = block_size_tokens or block_size
+    # NOTE: block sizes, type tables, replica names and block keys as any segments' join
+    # (shadow.trace.fleet): streams of different replicas make a fleet, whose sessions are
+    # inferred again over the whole
+    trace, fleet = join(parts, names)
+    del parts
+    if block_size_tokens:
+        trace.block_size_tokens = block_size_tokens
     summary = RecordingSummary(directory, len(segs), len({s.prefix for s in segs}), len(runs),
                                torn, n_open, trace.n_requests)
-    annotate(trace, infer_sessions=infer_sessions, session_window=session_window,
+    annotate(trace, infer_sessions=infer_sessions or fleet, session_window=session_window,
              name=directory)
     return trace, summary
 

@@ -273,7 +273,9 @@ def seal_segment(path: str) -> tuple[int, bool]:
             # NOTE: the writer takes the orphan's header fields (tests/connector/
             # test_recorder.py checks that every field but the counts comes through)
             w = LcpWriter(final, block_size_tokens=h.block_size_tokens, producer=producer,
-                          type_names=h.type_names, compress=True, temp_path=str(tmp))
+                          type_names=h.type_names, compress=True, temp_path=str(tmp),
+                          replica_names=h.replica_names, block_keys=h.has_block_keys,
+                          version=h.version)
         except BaseException:
             discard(tmp)
             raise

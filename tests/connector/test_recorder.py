@@ -15,7 +15,8 @@ import textwrap
 import pytest
 
 from shadow.connector.recorder import Recorder
-from shadow.trace.segments import PARTIAL_SUFFIX, list_segments, segment_sort_key
+from shadow.trace.segments import (PARTIAL_SUFFIX, list_segments, quiet_truncation,
+                                   segment_sort_key)
 from shadow.trace.segments import SEGMENT_NAME_RE as _NAME
 from tests.vllm_support import REPO_ROOT
 
@@ -420,6 +421,11 @@ def test_a_restarted_recorder_seals_the_orphan_its_killed_predecessor_left(tmp_p
     from shadow.trace import read_header
 
     header = read_header(orphan)
+    from shadow.trace.convert import load_lcp
+
+    with quiet_truncation():
+        keys = load_lcp(orphan, allow_truncated=True).block_keys
+    assert header.has_block_keys and keys.shape[0] > 0
     with caplog.at_level(logging.INFO):
         rec = Recorder(d, block_size=32)
     final = orphan[:-len(PARTIAL_SUFFIX)]
@@ -446,6 +452,7 @@ def test_a_restarted_recorder_seals_the_orphan_its_killed_predecessor_left(tmp_p
         caplog.clear()
         assert read_requests(final) == before
     assert not caplog.records
+    assert (load_lcp(final).block_keys == keys).all()    # each block's key kept
     rec.write(1.0, 2.0, 40, 2, [1, 2])
     rec.close()
     assert list_segments(d)[-1] == rec.finished[0]
