@@ -133,25 +133,34 @@ def _close_worker(worker: ShadowWorker) -> None:
 _SEALING: set[str] = set()
 
 
+#: One seal at a time in this process (NOTE: the exit seal waits for the watching thread's, which
+#: the interpreter would otherwise stop midway at exit).
+_SEAL_LOCK = threading.Lock()
+
+
 def _seal(directory: str) -> None:
     from shadow.trace.segments import seal_orphans
 
     try:
-        if os.path.isdir(directory):
-            seal_orphans(directory)
+        with _SEAL_LOCK:
+            if os.path.isdir(directory):
+                seal_orphans(directory)
     except Exception:  # noqa: BLE001 - at exit: log, never raise
         logger.exception("shadow connector: sealing the recording in %s failed", directory)
 
 
-def seal_at_exit(vllm_config: "VllmConfig") -> None:
-    """In the frontend (API server) process: when it exits, seal the recording's orphaned
-    segments (:func:`shadow.trace.segments.seal_orphans`).
+def seal_orphans_of(vllm_config: "VllmConfig") -> None:
+    """In the frontend (API server) process: seal the recording's orphaned segments
+    (:func:`shadow.trace.segments.seal_orphans`) as soon as the engine core writing one is gone
+    (:func:`shadow.trace.segments.seal_when_gone` in a thread), and again when this process exits.
 
     NOTE: on SIGTERM or SIGINT the API server stops its engine cores with vLLM's
     ``--shutdown-timeout`` (default 0): SIGTERM, then at once SIGKILL
     (``vllm/v1/utils.py`` ``shutdown``), so an engine core cannot finish its segment itself.  The
-    frontend outlives it and exits normally; by then the engine core's stream lock is free and
-    its ``.partial`` is sealed here under its final name.  Runs once per directory; a stream a
+    frontend outlives it: the engine core's stream lock is free and its ``.partial`` is sealed
+    here under its final name.  Not only at the frontend's exit: with requests in flight vLLM's
+    HTTP server may wait for their connections to close, and a supervisor's SIGKILL after its
+    grace period would then find the segment unsealed.  Runs once per directory; a stream a
     live process still writes is left alone.
     """
     try:
@@ -161,9 +170,14 @@ def seal_at_exit(vllm_config: "VllmConfig") -> None:
         if directory is None or extra.get("enabled", True) is False or directory in _SEALING:
             return
         _SEALING.add(directory)
+        from shadow.trace.segments import seal_when_gone
+
+        threading.Thread(target=seal_when_gone, args=(directory, threading.Event()),
+                         kwargs={"seal": lambda: _seal(directory)}, name="shadow-seal",
+                         daemon=True).start()
         multiprocessing.util.Finalize(None, _seal, args=(directory,), exitpriority=EXIT_PRIORITY)
     except Exception as exc:  # noqa: BLE001 - metrics set-up must not fail because of this
-        logger.warning("shadow connector: the recording will not be sealed at exit: %r", exc)
+        logger.warning("shadow connector: the recording will not be sealed: %r", exc)
 
 
 class ShadowConnectorMetadata(KVConnectorMetadata):
@@ -526,7 +540,7 @@ class ShadowConnector(KVConnectorBase_V1, SupportsHMA):
     def build_prom_metrics(cls, vllm_config: "VllmConfig", metric_types: dict,
                            labelnames: list[str],
                            per_engine_labelvalues: dict[int, list[object]]) -> ShadowPromMetrics:
-        seal_at_exit(vllm_config)
+        seal_orphans_of(vllm_config)
         return ShadowPromMetrics(vllm_config, metric_types, labelnames, per_engine_labelvalues)
 
     # -- test / operator helpers --------------------------------------------------------------

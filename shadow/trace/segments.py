@@ -32,8 +32,9 @@ import fcntl
 import logging
 import os
 import re
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 logger = logging.getLogger(__name__)
@@ -329,3 +330,42 @@ def seal_orphans(directory: str, *, own_prefix: str | None = None,
         finally:
             lock.release()
     return out
+
+
+#: Seconds between :func:`seal_when_gone`'s looks at the stream locks.
+SEAL_POLL_S = 0.5
+
+
+def open_streams(directory: str) -> set[str]:
+    """The streams that have a ``.partial`` segment in ``directory`` now (one directory read)."""
+    out = set()
+    with os.scandir(directory) as it:
+        for e in it:
+            if e.name.endswith(PARTIAL_SUFFIX):
+                seg = parse_segment(e.path)
+                if seg is not None:
+                    out.add(seg.prefix)
+    return out
+
+
+def seal_when_gone(directory: str, stop: threading.Event, *, poll_s: float = SEAL_POLL_S,
+                   seal: Callable[[], object] | None = None) -> None:
+    """Until ``stop`` is set, seal a stream's open segment as soon as its writer is gone: a
+    stream with a ``.partial`` whose lock this loop saw held by another process, and then free
+    (``seal``: :func:`seal_orphans` of ``directory`` by default).  A stream never seen held is
+    left alone: on a file system without ``flock`` every lock reads as free, and a live writer's
+    segment must not be rewritten under it."""
+    seal = seal or (lambda: seal_orphans(directory))
+    seen_live: set[str] = set()
+    while not stop.wait(poll_s):
+        try:
+            gone = False
+            for prefix in open_streams(directory):
+                if stream_is_live(directory, prefix):
+                    seen_live.add(prefix)
+                elif prefix in seen_live:
+                    gone = True
+            if gone:
+                seal()
+        except OSError:
+            continue   # NOTE: the directory missing or unreadable for now: look again later

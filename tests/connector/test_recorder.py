@@ -491,6 +491,44 @@ def test_sealing_leaves_a_stream_that_a_live_process_writes_alone(tmp_path):
     assert n == 1 and list_segments(d) == [final]
 
 
+@pytest.mark.slow
+def test_a_watcher_seals_the_open_segment_once_its_writer_is_gone(tmp_path, caplog):
+    """What the API server runs beside its engine cores (shadow.connector.connector
+    .seal_orphans_of): a live writer's segment is left alone, and sealed within a poll or two
+    after the writer is killed."""
+    import threading
+    import time
+
+    from shadow.trace.segments import seal_when_gone
+
+    d = str(tmp_path / "rec")
+    stop = threading.Event()
+    watcher = threading.Thread(target=seal_when_gone, args=(d, stop), kwargs={"poll_s": 0.05})
+    watcher.start()      # NOTE: before the directory exists, as in a starting server
+    proc = subprocess.Popen([sys.executable, "-c", LIVE_CHILD.format(root=str(REPO_ROOT), d=d)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        (partial,) = list_segments(d)
+        time.sleep(0.5)
+        assert list_segments(d) == [partial]           # ten looks: the live writer's, kept
+        proc.kill()
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while list_segments(d) != [partial[:-len(PARTIAL_SUFFIX)]]:
+            assert time.monotonic() < deadline, list_segments(d)
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        watcher.join(30)
+        proc.kill()
+        proc.wait(timeout=30)
+    with caplog.at_level(logging.WARNING, logger="shadow.trace.reader"):
+        caplog.clear()
+        assert len(read_requests(list_segments(d)[0])) == 1
+    assert not caplog.records
+
+
 def _sizes(d) -> int:
     return sum(os.path.getsize(s) for s in list_segments(str(d)))
 
