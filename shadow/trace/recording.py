@@ -14,7 +14,11 @@ way ``shadow convert SEG... OUT`` joins segments, with what a directory adds:
   no block).  Without keys each run is its own id space (a restarted recorder interns from 1
   again), so each run's ids are moved past every earlier run's.
 * **Replicas**: the segments' replica names are united; streams of several replicas (DP ranks,
-  engines) make a fleet trace, whose sessions are inferred again over the whole.
+  engines) make a fleet trace, whose sessions are inferred again over the whole.  Two engine
+  streams under one replica name whose requests overlap in time (two servers on one host with
+  the default name, the host's) are two replicas: the later stream's name becomes
+  ``<name>@<engine>`` (:func:`_part_streams`), where ``shadow convert A B`` of two recordings
+  refuses the same overlap as a name clash.
 * **Requests and sessions**: a run whose chat ids begin above every chat id read so far
   continues the numbering, and its records keep their ``chat_id``, ``parent_chat_id`` and
   ``session_id``; a run that numbers from 1 again (a restarted recorder) has all three moved
@@ -39,6 +43,7 @@ from shadow.errors import ShadowError
 from shadow.trace.annotate import TraceArrays, annotate
 from shadow.trace.api import InMemoryTrace
 from shadow.trace.fleet import join
+from shadow.trace.format import REPLICA_NAME_SIZE
 from shadow.trace.reader import DEFAULT_BATCH_ENTRIES, LcpReader
 from shadow.trace.segments import (SEGMENT_SUFFIX, quiet_truncation, scan_segments, split_runs,
                                    stream_is_live)
@@ -124,6 +129,7 @@ def load_recording(directory: str, *, allow_truncated: bool = False,
     runs = split_runs(segs)
     parts: list[TraceArrays] = []
     names: list[str] = []
+    streams: list[str] = []   # each part's engine (stream) name
     id_base = 0       # block ids of earlier runs end here
     chat_top = 0      # the largest chat id read so far
     torn = n_open = 0
@@ -139,6 +145,7 @@ def load_recording(directory: str, *, allow_truncated: bool = False,
             torn += truncated and not is_open
             run_parts.append(part)
             names.append(s.path)
+            streams.append(s.engine)
         # NOTE: one id space per run: moved past every earlier run's ids (segments with block
         # keys are joined by their keys instead, below)
         top = 0
@@ -156,6 +163,7 @@ def load_recording(directory: str, *, allow_truncated: bool = False,
             chat_top = max([chat_top] + [int(p.records["chat_id"].max()) for p in run_parts
                                          if p.n_requests])
         parts.extend(run_parts)
+    _part_streams(parts, streams)
     # NOTE: block sizes, type tables, replica names and block keys as any segments' join
     # (shadow.trace.fleet): streams of different replicas make a fleet, whose sessions are
     # inferred again over the whole
@@ -168,6 +176,47 @@ def load_recording(directory: str, *, allow_truncated: bool = False,
     annotate(trace, infer_sessions=infer_sessions or fleet, session_window=session_window,
              name=directory)
     return trace, summary
+
+
+def _spans(parts: list[TraceArrays], streams: list[str]) -> dict[tuple[str, str], tuple[int, int]]:
+    """``(engine stream, replica name) -> (first, last completion time)`` over the parts."""
+    spans: dict[tuple[str, str], tuple[int, int]] = {}
+    for p, eng in zip(parts, streams):
+        if not p.replica_names or not p.n_requests:
+            continue
+        rid = p.records["replica_id"]
+        ct = p.records["complete_time_us"]
+        for k, name in enumerate(p.replica_names, 1):
+            t = ct[(rid == k) & (ct >= 0)]
+            if t.shape[0]:
+                lo, hi = spans.get((eng, name), (int(t.min()), int(t.max())))
+                spans[(eng, name)] = (min(lo, int(t.min())), max(hi, int(t.max())))
+    return spans
+
+
+def _part_streams(parts: list[TraceArrays], streams: list[str]) -> None:
+    """Rename a replica name that two engine streams of the directory use at overlapping times:
+    every stream but the first (in the directory's order) to ``<name>@<engine>``."""
+    spans = _spans(parts, streams)
+    rename: dict[tuple[str, str], str] = {}
+    by_name: dict[str, list[tuple[str, tuple[int, int]]]] = {}
+    for (eng, name), span in spans.items():
+        by_name.setdefault(name, []).append((eng, span))
+    for name, uses in by_name.items():
+        kept = [uses[0][1]]
+        for eng, (lo, hi) in uses[1:]:
+            if any(lo <= b and a <= hi for a, b in kept):
+                new = f"{name}@{eng}"
+                if len(new.encode()) > REPLICA_NAME_SIZE:
+                    new = new.encode()[-REPLICA_NAME_SIZE:].decode(errors="ignore")
+                rename[(eng, name)] = new
+                logger.info("%s and %s write replica %r at the same time: the second reads as %r",
+                            uses[0][0], eng, name, new)
+            else:
+                kept.append((lo, hi))
+    if rename:
+        for p, eng in zip(parts, streams):
+            p.replica_names = [rename.get((eng, n), n) for n in p.replica_names]
 
 
 class RecordingTrace(InMemoryTrace):

@@ -222,3 +222,42 @@ def test_bad_directories_are_refused_in_one_line(name, args, words, tmp_path):
     before = sorted(os.listdir(tmp_path))
     assert_refused(shadow(*fmt), [w.format(d=tmp_path) for w in words])
     assert sorted(os.listdir(tmp_path)) == before
+
+
+def test_two_servers_under_one_name_read_as_two_replicas(tmp_path):
+    """Two live recorders of one engine id and one replica name (two servers on one host with
+    the defaults): the second writes stream ``0_2``; the directory reads as a fleet of two
+    replicas, the second named ``host@0_2``, each request under its own writer's name."""
+    d = tmp_path / "rec"
+    clock = Clock()
+    a = Recorder(str(d), block_size=B, engine_id="0", replica="host", clock=clock, flush_ms=0)
+    b = Recorder(str(d), block_size=B, engine_id="0", replica="host", clock=clock, flush_ms=0)
+    assert (a.prefix, b.prefix) == ("shadow-e0-dp0", "shadow-e0_2-dp0")
+    for i in range(6):                 # interleaved in time: the two overlap
+        clock.t += 1
+        (a if i % 2 == 0 else b).write(clock.t - 0.5, clock.t, 4 * B, B, [1, 2, 3, 4 + i],
+                                       block_keys=[11, 12, 13, 20 + i])
+    a.close()
+    b.close()
+    trace, s = load_recording(str(d))
+    assert s.streams == 2 and trace.n_requests == 6
+    assert trace.replica_names == ["host", "host@0_2"]
+    assert trace.records["replica_id"].tolist() == [1, 2, 1, 2, 1, 2]
+    r = shadow("stat", str(d))
+    assert r.returncode == 0 and "clash" not in r.stderr, r.stderr
+
+
+def test_one_name_at_different_times_stays_one_replica(tmp_path):
+    """A stream ``0_2`` whose requests come after stream ``0``'s ended (a restart that found the
+    old lock still held) is the same replica over time: no second name."""
+    d = tmp_path / "rec"
+    clock = Clock()
+    a = Recorder(str(d), block_size=B, engine_id="0", replica="host", clock=clock, flush_ms=0)
+    b = Recorder(str(d), block_size=B, engine_id="0", replica="host", clock=clock, flush_ms=0)
+    for rec in (a, b):
+        for i in range(2):
+            clock.t += 1
+            rec.write(clock.t - 0.5, clock.t, 4 * B, B, [1, 2, 3, 4 + i])
+        rec.close()
+    trace, _ = load_recording(str(d))
+    assert trace.replica_names == ["host"]
