@@ -36,6 +36,7 @@ pytestmark = [
 
 #: A small KV pool so the engine and the shadow caches evict during the short load.
 NUM_GPU_BLOCKS = 48
+PROFILE = Path(__file__).resolve().parents[2] / "shadow" / "data" / "h200_prefill.jsonl"
 #: Grafana's interval variables, wide enough to cover the whole load.
 INTERVALS = {"__rate_interval": "2m", "__range": "10m"}
 
@@ -90,7 +91,10 @@ def test_dashboard_and_rules_on_a_live_engine(tmp_path: Path) -> None:
           "kv_connector_extra_config": {"metrics_port": mport, "record_dir": str(tmp_path / "rec"),
                                         # NOTE: host tiers behind the engine-capacity vllm cache
                                         # (sized from the engine's KV spec) feed the tier row
-                                        "tiers": "cpu:1MiB,4MiB:lru"}}
+                                        "tiers": "cpu:1MiB,4MiB:lru",
+                                        # a prefill profile feeds the prefill seconds and the
+                                        # 'TTFT saved' row (the H200 table: any profile will do)
+                                        "cost_model": f"profile:{PROFILE},model=llama3_8b"}}
     args = ["--kv-transfer-config", json.dumps(kv), "--num-gpu-blocks-override", str(NUM_GPU_BLOCKS),
             "--max-model-len", str(NUM_GPU_BLOCKS * BLOCK_SIZE // 2)]
     with start_openai_server(model, extra_args=args, log_dir=tmp_path) as url:
