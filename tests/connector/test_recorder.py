@@ -384,11 +384,13 @@ def test_a_restart_in_the_same_second_appends_a_new_run_after_the_old_one(tmp_pa
     assert got == [request(i) for i in range(150)]
 
 
-def test_two_live_writers_of_one_engine_and_rank_get_two_streams(tmp_path, caplog):
+def test_two_live_writers_of_one_engine_and_rank_get_two_streams(tmp_path, caplog, monkeypatch):
     """A second live recorder on the same engine id and rank (another server with the default
     engine_id) writes as <engine>_2, with one warning; the names never clash."""
+    import shadow.connector.recorder as recorder
     from shadow.trace.segments import parse_segment, scan_segments
 
+    monkeypatch.setattr(recorder, "CLAIM_WAIT_S", 0.0)   # NOTE: the 2 s wait is for sealers
     clock = Clock()
     a = Recorder(str(tmp_path), block_size=32, engine_id="srv", clock=clock)
     with caplog.at_level(logging.WARNING, logger="shadow.connector.recorder"):

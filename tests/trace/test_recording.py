@@ -224,7 +224,15 @@ def test_bad_directories_are_refused_in_one_line(name, args, words, tmp_path):
     assert sorted(os.listdir(tmp_path)) == before
 
 
-def test_two_servers_under_one_name_read_as_two_replicas(tmp_path):
+@pytest.fixture()
+def quick_claims(monkeypatch):
+    """A held stream lock is given up at once (the recorder waits 2 s for a sealer to finish)."""
+    import shadow.connector.recorder as recorder
+
+    monkeypatch.setattr(recorder, "CLAIM_WAIT_S", 0.0)
+
+
+def test_two_servers_under_one_name_read_as_two_replicas(tmp_path, quick_claims):
     """Two live recorders of one engine id and one replica name (two servers on one host with
     the defaults): the second writes stream ``0_2``; the directory reads as a fleet of two
     replicas, the second named ``host@0_2``, each request under its own writer's name."""
@@ -247,7 +255,7 @@ def test_two_servers_under_one_name_read_as_two_replicas(tmp_path):
     assert r.returncode == 0 and "clash" not in r.stderr, r.stderr
 
 
-def test_one_name_at_different_times_stays_one_replica(tmp_path):
+def test_one_name_at_different_times_stays_one_replica(tmp_path, quick_claims):
     """A stream ``0_2`` whose requests come after stream ``0``'s ended (a restart that found the
     old lock still held) is the same replica over time: no second name."""
     d = tmp_path / "rec"
