@@ -211,7 +211,8 @@ def served_counts(urls: Sequence[str]) -> list[float]:
 
 
 def replay_through(trace: Path, endpoint: str, server: str, out: Path, *,
-                   concurrency: int = 1, num_gpu_blocks: int = 64) -> tuple[list[dict], float]:
+                   concurrency: int = 1, num_gpu_blocks: int = 64,
+                   rate: float | None = None) -> tuple[list[dict], float]:
     """``replay --session-headers`` of ``trace`` through the router at ``endpoint``, at most
     ``concurrency`` requests in flight; its per-request rows in send order and the run's start
     (Unix seconds: a row's send time is that plus its ``sent_s``).
@@ -219,14 +220,16 @@ def replay_through(trace: Path, endpoint: str, server: str, out: Path, *,
     NOTE: the server's facts are read from ``server`` (``--info-endpoint``): vllm-router 0.1.17
     forwards ``/metrics`` and ``/version`` through its policy, which would advance round_robin's
     counter before the first request (measured: 2 of 26 decisions, every request one replica
-    further on)."""
+    further on).  ``rate``: send at this many requests/s with near-constant gaps (``--rate``,
+    ``--burstiness 100``) instead of back to back."""
     from tests.vllm_support import BLOCK_SIZE, TINY_VOCAB_SIZE
 
     r = subprocess.run([sys.executable, "-m", "replay", "-t", str(trace), "--endpoint", endpoint,
                         "--info-endpoint", server, "--concurrency", str(concurrency),
                         "--session-headers", "--no-progress", "--engine-block-size",
                         str(BLOCK_SIZE), "--num-gpu-blocks", str(num_gpu_blocks),
-                        "--vocab-size", str(TINY_VOCAB_SIZE), "-o", str(out)],
+                        "--vocab-size", str(TINY_VOCAB_SIZE), "-o", str(out),
+                        *(["--rate", str(rate), "--burstiness", "100"] if rate else [])],
                        capture_output=True, text=True, cwd=str(REPO_ROOT),
                        env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)), timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
