@@ -8,24 +8,13 @@ import json
 
 import pytest
 
-from shadow.errors import ShadowError
 from shadow.sim.cost.models import parse_cost_model
 from shadow.sim.timing.service import parse_service
-
-
-def _error(call) -> str:
-    with pytest.raises(ShadowError) as info:
-        call()
-    msg = str(info.value)
-    assert "\n" not in msg
-    return msg
+from tests.sim._json_files import UNREADABLE, one_line_error, put
 
 
 @pytest.mark.parametrize("name,content,words", [
-    ("missing.json", None, "cannot read it: No such file or directory"),
-    ("bad.json", "{", "it is not JSON (Expecting property name"),
-    ("binary.json", b"\xff\xfe\x00", "it is not JSON ("),
-    ("list.json", "[]", "it is not a JSON object"),
+    *UNREADABLE,
     ("nofit.json", json.dumps({"prefill_model": None, "block_size": 16}),
      "the report has no fitted prefill model (too few measured requests)"),
     ("nocoef.json", json.dumps({"prefill_model": {"coef": []}, "block_size": 16}),
@@ -42,13 +31,9 @@ def _error(call) -> str:
      "has a negative or non-finite term"),
 ])
 def test_both_readers_refuse_a_bad_report_alike(tmp_path, name, content, words):
-    path = tmp_path / name
-    if isinstance(content, bytes):
-        path.write_bytes(content)
-    elif content is not None:
-        path.write_text(content)
-    cost = _error(lambda: parse_cost_model(f"fit:{path}"))
-    svc = _error(lambda: parse_service(f"fit:{path}"))
+    path = put(tmp_path / name, content)
+    cost = one_line_error(lambda: parse_cost_model(f"fit:{path}"))
+    svc = one_line_error(lambda: parse_service(f"fit:{path}"))
     assert cost.startswith(f"cost model fit:{path}: ") and words in cost, cost
     assert svc.startswith(f"--service fit:{path}: ") and words in svc, svc
     assert cost.split(f"fit:{path}: ", 1)[1] == svc.split(f"fit:{path}: ", 1)[1]
@@ -61,10 +46,10 @@ def test_each_use_checks_the_terms_it_needs(tmp_path):
     neg_a.write_text(json.dumps({"prefill_model": {"coef": [-0.002, 1e-4, 1e-9]},
                                  "block_size": 16}))
     assert parse_cost_model(f"fit:{neg_a}").cost(0) > 0
-    assert "has a negative or non-finite term (a=-0.002 s" in _error(
+    assert "has a negative or non-finite term (a=-0.002 s" in one_line_error(
         lambda: parse_service(f"fit:{neg_a}"))
     one_term = tmp_path / "one_term.json"
     one_term.write_text(json.dumps({"prefill_model": {"coef": [0.02]}, "block_size": 16}))
     assert parse_cost_model(f"fit:{one_term}").costs(2).tolist() == [0.0, 0.0]
-    assert "the fitted prefill model has no per-token term (a=0.02 s, b=0 s/token" in _error(
+    assert "the fitted prefill model has no per-token term (a=0.02 s, b=0 s/token" in one_line_error(
         lambda: parse_service(f"fit:{one_term}"))

@@ -8,27 +8,16 @@ import json
 
 import pytest
 
-from shadow.errors import ShadowError
 from shadow.sim.cost.models import parse_cost_model
 from shadow.sim.tiers.model import kv_bytes_per_block
+from tests.sim._json_files import UNREADABLE, one_line_error, put
 
 DENSE = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
          "num_key_value_heads": 2, "intermediate_size": 128}
 
 
-def _error(call) -> str:
-    with pytest.raises(ShadowError) as info:
-        call()
-    msg = str(info.value)
-    assert "\n" not in msg
-    return msg
-
-
 @pytest.mark.parametrize("name,content,words", [
-    ("missing.json", None, "cannot read it: No such file or directory"),
-    ("bad.json", "{", "it is not JSON (Expecting property name"),
-    ("binary.json", b"\xff\xfe\x00", "it is not JSON ("),
-    ("list.json", "[]", "it is not a JSON object"),
+    *UNREADABLE,
     ("nolayers.json", json.dumps({k: v for k, v in DENSE.items() if k != "num_hidden_layers"}),
      "the config has no 'num_hidden_layers' (needed for "),
     ("zero.json", json.dumps({**DENSE, "num_attention_heads": 0}),
@@ -36,13 +25,9 @@ def _error(call) -> str:
     ("text.json", json.dumps({**DENSE, "hidden_size": "64"}), "'hidden_size' is '64', not a"),
 ])
 def test_both_readers_refuse_a_bad_file_alike(tmp_path, name, content, words):
-    path = tmp_path / name
-    if isinstance(content, bytes):
-        path.write_bytes(content)
-    elif content is not None:
-        path.write_text(content)
-    cost = _error(lambda: parse_cost_model(f"model:{path}"))
-    kv = _error(lambda: kv_bytes_per_block(str(path), 16))
+    path = put(tmp_path / name, content)
+    cost = one_line_error(lambda: parse_cost_model(f"model:{path}"))
+    kv = one_line_error(lambda: kv_bytes_per_block(str(path), 16))
     assert cost.startswith(f"cost model model:{path}: ") and words in cost, cost
     assert kv.startswith(f"--kv-config {path}: ") and words in kv, kv
     assert cost.split(f"model:{path}: ", 1)[1].split(" (needed for")[0] == \
