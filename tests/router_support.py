@@ -16,14 +16,13 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from replay.server import free_port, stop_process_group
-from tests.vllm_support import REPO_ROOT, ServerURL, http_post_json, start_openai_server
+from tests.vllm_support import (REPO_ROOT, ServerURL, http_post_json, start_openai_server,
+                                 wait_for_health)
 
 #: The fleet key every test replica records under (kv_connector_extra_config.fleet_key).
 FLEET_KEY = "router test fleet"
@@ -130,22 +129,7 @@ def start_router(fleet: Fleet, policy: str, *, args: Sequence[str] = (),
                                 cwd=str(REPO_ROOT), start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + startup_timeout_s
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"vllm-router exited with status {proc.returncode}; log "
-                                   f"{log_path}:\n{log_path.read_text(errors='replace')[-4000:]}")
-            try:
-                with urllib.request.urlopen(url + "/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"vllm-router did not answer /health within "
-                                   f"{startup_timeout_s:.0f} s; log {log_path}:\n"
-                                   f"{log_path.read_text(errors='replace')[-4000:]}")
-            time.sleep(0.3)
+        wait_for_health(proc, url, log_path, startup_timeout_s, what="vllm-router", poll_s=0.3)
         yield url
     finally:
         stop_process_group(proc, grace_s=10.0)

@@ -212,6 +212,33 @@ DEFAULT_SERVER_ARGS = ("--dtype", "float32", "--enforce-eager", "--block-size", 
                        "--max-num-seqs", "8")
 
 
+def wait_for_health(proc: subprocess.Popen, url: str, log_path: Path, timeout_s: float, *,
+                    what: str, poll_s: float) -> None:
+    """Poll ``url``/health until it answers 200; a process that exits first or a deadline
+    passed raises with the log's tail."""
+    def tail() -> str:
+        try:
+            return log_path.read_text(errors="replace")[-6000:]
+        except OSError:
+            return ""
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with status {proc.returncode} during start-up; "
+                               f"log {log_path}:\n{tail()}")
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what} did not answer /health within {timeout_s:.0f} s; "
+                               f"log {log_path}:\n{tail()}")
+        time.sleep(poll_s)
+
+
 @contextlib.contextmanager
 def start_openai_server(model_path: str, extra_args: Sequence[str] = (),
                         env: Mapping[str, str] | None = None, *, port: int | None = None,
@@ -247,21 +274,7 @@ def start_openai_server(model_path: str, extra_args: Sequence[str] = (),
     url = ServerURL(f"http://127.0.0.1:{port}")
     url.proc, url.log_path, url.port = proc, log_path, port
     try:
-        deadline = time.monotonic() + startup_timeout_s
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"vLLM server exited with status {proc.returncode} during "
-                                   f"start-up; log {log_path}:\n{url.log_tail()}")
-            try:
-                with urllib.request.urlopen(url + "/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"vLLM server did not answer /health within "
-                                   f"{startup_timeout_s:.0f} s; log {log_path}:\n{url.log_tail()}")
-            time.sleep(0.5)
+        wait_for_health(proc, url, log_path, startup_timeout_s, what="vLLM server", poll_s=0.5)
         yield url
     finally:
         stop_process_group(proc, grace_s=15.0)
