@@ -17,6 +17,9 @@ from shadow.connector.metrics import (ShadowCollector, ShadowPromMetrics, Shadow
 from shadow.connector.schema import Payload as P
 from shadow.connector.schema import CACHE_FIELDS, ENGINE_FIELDS, rows_delta, stopped_delta
 
+# NOTE: the frontend classes subclass vLLM's, so importing this module imports vLLM
+pytestmark = pytest.mark.vllm
+
 KEYS = ("vllm|100", "lru|100", "lru|200")
 #: kv_connector_extra_config.replica of the frontends below (every series' ``replica`` label)
 REPLICA = "r-test"

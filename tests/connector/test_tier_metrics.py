@@ -8,12 +8,17 @@ from __future__ import annotations
 import random
 from types import SimpleNamespace
 
+import pytest
+
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 
 from shadow.connector.metrics import ShadowPromMetrics, ShadowStats
 from shadow.connector.schema import (TIER_CAPACITY_GAUGE, TIER_FIELDS, TIER_OCCUPANCY_GAUGE,
                                      Payload as P, exported_series, rows_delta, stopped_delta,
                                      tier_counter_name)
+
+# NOTE: the frontend classes subclass vLLM's, so importing this module imports vLLM
+pytestmark = pytest.mark.vllm
 
 TYPES = {Counter: Counter, Gauge: Gauge, Histogram: Histogram}
 
