@@ -125,7 +125,7 @@ def load_recording(directory: str, *, allow_truncated: bool = False,
     if not segs:
         raise ShadowError(f"{directory}: no recording segments (shadow-e<engine>-dp<rank>-*"
                           f"{SEGMENT_SUFFIX}) in this directory")
-    live = {s.prefix for s in segs if s.partial and stream_is_live(directory, s.prefix)}
+    live = {p for p in {s.prefix for s in segs if s.partial} if stream_is_live(directory, p)}
     runs = split_runs(segs)
     parts: list[TraceArrays] = []
     names: list[str] = []
@@ -135,8 +135,8 @@ def load_recording(directory: str, *, allow_truncated: bool = False,
     torn = n_open = 0
     for run in runs:
         run_parts = []
-        newest_partial = max((s for s in run if s.partial), key=lambda s: (s.ts, s.seq),
-                             default=None)
+        # NOTE: a run is one stream's segments in time order: its newest .partial is its last
+        newest_partial = next((s for s in reversed(run) if s.partial), None)
         for s in run:
             is_open = s.partial and s.prefix in live and s is newest_partial
             part, truncated = _read_segment(s.path, allow_truncated=allow_truncated or s.partial,

@@ -92,6 +92,11 @@ class Segment:
         return calendar.timegm(time.strptime(self.ts, _TS_FORMAT))
 
     @property
+    def sort_key(self) -> tuple:
+        """:func:`segment_sort_key` of its name."""
+        return (self.engine, self.rank, self.ts, self.seq, self.path)
+
+    @property
     def final_path(self) -> str:
         """The path it has (or will have) once finished."""
         return self.path[:-len(PARTIAL_SUFFIX)] if self.partial else self.path
@@ -108,10 +113,8 @@ def parse_segment(path: str) -> Segment | None:
 
 def segment_sort_key(name: str) -> tuple:
     """Order segment file names by engine, rank, start time and sequence number."""
-    m = SEGMENT_NAME_RE.match(os.path.basename(name))
-    if not m:
-        return ("", 0, "", 0, name)
-    return (m["engine"], int(m["rank"]), m["ts"], int(m["seq"]), name)
+    seg = parse_segment(name)
+    return ("", 0, "", 0, name) if seg is None else seg.sort_key
 
 
 def scan_segments(directory: str, *, include_partial: bool = True,
@@ -124,7 +127,7 @@ def scan_segments(directory: str, *, include_partial: bool = True,
         if s is not None and (include_partial or not s.partial) and (
                 prefix is None or s.prefix == prefix):
             out.append(s)
-    return sorted(out, key=lambda s: segment_sort_key(s.path))
+    return sorted(out, key=lambda s: s.sort_key)
 
 
 def list_segments(directory: str, *, include_partial: bool = True) -> list[str]:
