@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from shadow.errors import ShadowError
+from shadow.connector.recorder import SEGMENT_MAX_BYTES, SEGMENT_MAX_SECONDS
 from shadow.sim.category import DEFAULT_CATEGORY, check_category
 from shadow.trace.sessions import DEFAULT_SESSION_WINDOW
 
@@ -34,8 +35,6 @@ DEFAULT_POLICIES = ("vllm", "lru", "s3fifo", "arc", "sieve")
 DEFAULT_CAPACITY_FACTORS = (0.5, 1.0, 2.0, 4.0)
 
 MATCH_MODES = ("vllm", "full")
-#: Default ``segment_max_bytes``.
-SEGMENT_MAX_BYTES = 64 << 20
 
 KNOWN_KEYS = frozenset({
     "policies", "capacities", "capacity_factors", "cost_model", "pin", "match", "record_dir",
@@ -88,11 +87,9 @@ class ShadowConfig:
     pin: bool = True
     match: str = "vllm"
     record_dir: str | None = None
-    #: NOTE: 64 MiB: an orphaned segment is sealed (rewritten) when a server stops, at about
-    #: 10 MiB/s on two loaded cores (docs/connector.md "Running for weeks"), within the seconds a
-    #: stop allows; retention deletes whole segments, so smaller ones also bound it more finely
+    #: rotation (the recorder's defaults: shadow.connector.recorder)
     segment_max_bytes: int = SEGMENT_MAX_BYTES
-    segment_max_seconds: float = 3600.0
+    segment_max_seconds: float = SEGMENT_MAX_SECONDS
     record_flush_ms: float = 20.0
     record_session_window: int = DEFAULT_SESSION_WINDOW
     #: retention of the engine's (DP rank's) segments: bytes on disk, seconds; 0 = unbounded
@@ -488,7 +485,7 @@ def parse_extra_config(extra: dict[str, Any] | None, *, block_size: int, engine_
         match=match,
         record_dir=record_dir,
         segment_max_bytes=segment_max_bytes,
-        segment_max_seconds=_float(extra.get("segment_max_seconds", 3600.0),
+        segment_max_seconds=_float(extra.get("segment_max_seconds", SEGMENT_MAX_SECONDS),
                                    "segment_max_seconds", positive=True),
         record_flush_ms=_float(extra.get("record_flush_ms", 20.0), "record_flush_ms", lo=0.0),
         record_session_window=_int(extra.get("record_session_window", DEFAULT_SESSION_WINDOW),

@@ -45,6 +45,13 @@ from shadow.trace.sessions import DEFAULT_SESSION_WINDOW, INFERRED_FIELDS, Sessi
 
 logger = logging.getLogger(__name__)
 
+#: Default rotation: a segment is finished at this many compressed bytes ...
+#: NOTE: 64 MiB: an orphaned segment is sealed (rewritten) when a server stops, at about
+#: 10 MiB/s on two loaded cores (docs/connector.md "Running for weeks"), within the seconds a
+#: stop allows; retention deletes whole segments, so smaller ones also bound it more finely
+SEGMENT_MAX_BYTES = 64 << 20
+#: ... or this many seconds after it was opened.
+SEGMENT_MAX_SECONDS = 3600.0
 #: Stream names tried when the configured one is being written by another live process.
 MAX_STREAM_CLAIMS = 64
 #: Seconds to wait for a stream lock held by another process (a sealer finishing) before
@@ -61,7 +68,8 @@ class Recorder:
     thread only (the constructor runs at start-up, before the worker)."""
 
     def __init__(self, directory: str, *, block_size: int, engine_id: str = "0",
-                 dp_rank: int = 0, max_bytes: int = 64 << 20, max_seconds: float = 3600.0,
+                 dp_rank: int = 0, max_bytes: int = SEGMENT_MAX_BYTES,
+                 max_seconds: float = SEGMENT_MAX_SECONDS,
                  flush_ms: float = 20.0, producer: str = "shadow connector",
                  clock: Callable[[], float] = time.time,
                  session_window: int = DEFAULT_SESSION_WINDOW, replica: str = "0",
