@@ -34,14 +34,17 @@ from typing import Any, NamedTuple
 from shadow.connector.blockkey import BlockKeys
 from shadow.connector.config import ShadowConfig
 from shadow.connector.interner import BlockInterner
-from shadow.connector.schema import PARTS, PREFILL, WORKER_FIELDS, Snapshot, part_keys
+from shadow.connector.schema import (PARTS, PREFILL, RECORDING_BYTES, RECORDING_FREE,
+                                     RECORDING_LIMIT, WORKER_FIELDS, Snapshot, part_keys)
 from shadow.sim.core.prefill import admission_seconds
 from shadow.sim.lockstep.caches import (LiveCache, LiveRequest, PoolCaches, SimCaches,
                                         TieredCaches, TierSpecRow)
 from shadow.sim.engine.rules import full_blocks, max_hit_blocks
 
-#: The worker row's column of the segments retention deleted (the recorder's count).
-_W_DELETED = WORKER_FIELDS.index("recording_segments_deleted")
+#: The worker row's columns the worker and its recorder count in (WORKER_FIELDS order).
+_W_RECORDED, _W_BYTES, _W_ERRORS, _W_DELETED = (
+    WORKER_FIELDS.index(f) for f in ("recorded_requests", "recorded_bytes", "errors",
+                                     "recording_segments_deleted"))
 logger = logging.getLogger(__name__)
 
 class Admit(NamedTuple):
@@ -623,11 +626,12 @@ class ShadowWorker:
         rec = self.recorder
         if rec is not None:
             w = self._worker
-            w[0], w[1], w[_W_DELETED] = rec.n_recorded, rec.bytes_total, rec.segments_deleted
-            if keys["recording_keys"]:
-                out["recording_bytes"] = [rec.bytes_on_disk]
-                out["recording_free"] = [rec.disk_free_bytes]
-                out["recording_limit"] = [rec.keep_bytes]
+            w[_W_RECORDED], w[_W_BYTES], w[_W_DELETED] = (rec.n_recorded, rec.bytes_total,
+                                                          rec.segments_deleted)
+            if keys[RECORDING_BYTES.keys]:
+                out[RECORDING_BYTES.snapshot] = [rec.bytes_on_disk]
+                out[RECORDING_FREE.snapshot] = [rec.disk_free_bytes]
+                out[RECORDING_LIMIT.snapshot] = [rec.keep_bytes]
         prev = getattr(self, "snapshot", None)
         fields = {}
         for p in PARTS:
@@ -645,7 +649,7 @@ class ShadowWorker:
             self._error(getattr(fn, "__qualname__", "worker"), exc)
 
     def _error(self, where: str, exc: BaseException) -> None:
-        self._worker[2] += 1
+        self._worker[_W_ERRORS] += 1
         if where not in self._logged:
             self._logged.add(where)
             logger.error("shadow worker: %s failed (counted in shadow_errors_total; logged "
