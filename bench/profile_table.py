@@ -47,7 +47,8 @@ sys.path.insert(0, str(ROOT))
 
 from replay.prefill import fit_prefill  # noqa: E402
 from shadow.sim.cost.arch import model_cost_fn  # noqa: E402
-from shadow.sim.cost.profile import load_profile  # noqa: E402
+from shadow.errors import ShadowError  # noqa: E402
+from shadow.sim.cost.profile import load_profile, profile_models  # noqa: E402
 
 PROFILE = ROOT / "shadow" / "data" / "h200_prefill.jsonl"
 HOLDOUT = ROOT / "bench" / "h200_prefill_holdout.jsonl"
@@ -64,19 +65,6 @@ CONFIGS = {
 def share(costs: np.ndarray, c: int, n: int) -> float:
     """The cost share of the first ``c`` of ``c + n`` tokens (whole blocks)."""
     return float(costs[:c // BLOCK].sum() / costs[:(c + n) // BLOCK].sum())
-
-
-def file_models(path: Path) -> list[str | None]:
-    """The ``model`` keys of a profile's points, in order of first use (``[None]``: none named)."""
-    seen: dict[str | None, None] = {}
-    for line in path.read_text().splitlines():
-        try:
-            d = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(d, dict) and {"cached", "new", "s"} <= d.keys():
-            seen.setdefault(d.get("model"), None)
-    return list(seen) or [None]
 
 
 def rows_for(path: Path, model: str | None) -> list[dict]:
@@ -197,9 +185,9 @@ def main() -> int:
         except (OSError, ValueError) as exc:
             ap.error(f"--config {item}: {exc}")
     try:
-        models = file_models(args.profile)
-    except OSError as exc:
-        ap.error(f"--profile {args.profile}: {exc.strerror}")
+        models = profile_models(str(args.profile)) or [None]
+    except ShadowError as exc:
+        ap.error(str(exc))
     missing = [m for m in models if (m or "") not in CONFIGS]
     if missing:
         ap.error(f"{args.profile}: no shapes for model {missing[0] or '(no model key)'}: pass "

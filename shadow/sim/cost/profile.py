@@ -219,9 +219,9 @@ def _spread(d: dict, s: float) -> tuple[float, float]:
     return s, s
 
 
-def _read_points(path: str, model: str | None) -> list[tuple]:
-    """The file's points ``(cached, new, s, line, min_s, max_s)`` of ``model`` (every model's
-    when None, which must then be one)."""
+def _file_points(path: str) -> list[tuple]:
+    """Every point of the file, checked: ``(cached, new, s, line, model or None, min_s,
+    max_s)``, in file order."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
@@ -256,6 +256,19 @@ def _read_points(path: str, model: str | None) -> list[tuple]:
                               f"> 0")
         m = d.get("model")
         pts.append((c, n, float(s), i, None if m is None else str(m), *_spread(d, float(s))))
+    return pts
+
+
+def profile_models(path: str) -> list[str | None]:
+    """The ``model`` keys of the file's points in order of first use (None for points without
+    one); errors as :func:`load_profile`'s."""
+    return list(dict.fromkeys(p[4] for p in _file_points(path)))
+
+
+def _read_points(path: str, model: str | None) -> list[tuple]:
+    """The file's points ``(cached, new, s, line, min_s, max_s)`` of ``model`` (every model's
+    when None, which must then be one)."""
+    pts = _file_points(path)
     models = sorted({p[4] for p in pts if p[4] is not None})
     if model is not None:
         kept = [p for p in pts if p[4] == model]
@@ -317,13 +330,12 @@ def monotone_violation(points: dict[tuple[int, int], tuple[float, float, float]]
 def load_profile(path: str, model: str | None = None) -> Profile:
     """Read and check FILE (module docstring); errors name the file and line."""
     pts = _read_points(path, model)
-    seen: dict[tuple[int, int], tuple[float, int]] = {}
-    spread: dict[tuple[int, int], tuple[float, float, float]] = {}
+    # (cached, new) -> (seconds, line, min_s, max_s) of the point's first line
+    seen: dict[tuple[int, int], tuple[float, int, float, float]] = {}
     for c, n, s, line, lo, hi in pts:
         prev = seen.get((c, n))
         if prev is None:
-            seen[(c, n)] = (s, line)
-            spread[(c, n)] = (s, lo, hi)
+            seen[(c, n)] = (s, line, lo, hi)
         elif prev[0] != s:
             raise ShadowError(f"{path}:{line}: the point cached {c}, new {n} is already at line "
                               f"{prev[1]} with other seconds ({s:.6g} s there {prev[0]:.6g} s)")
@@ -336,11 +348,11 @@ def load_profile(path: str, model: str | None = None) -> Profile:
                           f"every saving is measured against)"
                           f"{'' if model is None else f' for model {model}'}")
     rows = []
-    bad = monotone_violation(spread)
+    bad = monotone_violation({k: (v[0], v[2], v[3]) for k, v in seen.items()})
     if bad is not None:
         c, n_top, n = bad
-        s_top, line_top = seen[(c, n_top)]
-        s_low, line = seen[(c, n)]
+        s_top, line_top = seen[(c, n_top)][:2]
+        s_low, line = seen[(c, n)][:2]
         raise ShadowError(
             f"{path}:{line}: not monotone in new tokens: cached {c}, new {n} takes "
             f"{s_low:.6g} s, less than {s_top:.6g} s for new {n_top} (line "
