@@ -71,15 +71,15 @@ $(VENV)/.stamp-lint: $(VENV)/.stamp-core
 lint: $(VENV)/.stamp-lint
 	$(VENV)/bin/ruff check shadow replay tests bench setup.py
 
-# The one-minute tier: every test that needs no vLLM engine, Prometheus or Ray and is not marked
-# slow (tests/tiers.py), on every core (pytest-xdist: each test is independent of the others;
-# UNIT_JOBS=0 runs them in this process).
+# The one-minute tier: every test that needs neither vLLM (an engine or its classes) nor
+# Prometheus nor Ray and is not marked slow (tests/tiers.py), on every core (pytest-xdist: each
+# test is independent of the others; UNIT_JOBS=0 runs them in this process).
 UNIT_JOBS ?= auto
 test-unit: $(VENV)/.stamp-test build
 	$(VPY) -m pytest -q -n $(UNIT_JOBS) -m "not vllm and not prometheus and not ray and not slow" $(PYTEST_ARGS)
 
-# Every test not marked slow: the unit tier and the quick checks against vLLM's sources,
-# promtool and Prometheus (no engine starts).
+# Every test not marked slow: the unit tier, the frontend metrics classes on vLLM's own and the
+# quick checks against vLLM's sources, promtool and Prometheus (no engine starts).
 test-fast: test-deps build
 	$(VPY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 

@@ -3,11 +3,23 @@ rules out for every test in it (so ``make test-unit`` never imports vLLM)."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from tests.conftest import _deselects_every_test, _module_marks
 
-UNIT = "not vllm and not prometheus and not ray and not slow"
+
+def _unit_expression() -> str:
+    """The ``-m`` expression of the Makefile's test-unit recipe (the one place it is written)."""
+    make = (Path(__file__).resolve().parent.parent / "Makefile").read_text()
+    m = re.search(r'^test-unit:.*\n\t.*?-m "([^"]+)"', make, re.M)
+    assert m, "the Makefile's test-unit recipe has no -m expression"
+    return m.group(1)
+
+
+UNIT = _unit_expression()
 
 
 @pytest.mark.parametrize("expr, marks, out", [

@@ -1,7 +1,8 @@
 """The test tiers (README, Tests), as marks on the tests themselves.
 
-``make test-unit`` runs every test that needs no vLLM engine, Prometheus or Ray (marks ``vllm``,
-``prometheus``, ``ray``) and is not marked ``slow``; ``make test-fast`` every test not marked
+``make test-unit`` runs every test that needs neither vLLM (an engine or its classes) nor
+Prometheus nor Ray (marks ``vllm``, ``prometheus``, ``ray``) and is not marked ``slow``; a module
+whose ``pytestmark`` rules it out is not even imported (tests/conftest.py); ``make test-fast`` every test not marked
 ``slow``; ``make test`` every test.  A big table of cases keeps a few rows spread over it in the
 unit tier and marks the others ``slow`` (:func:`unit_rows`): every row still runs in ``make test``.
 """
