@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from pathlib import Path
 
 import pytest
@@ -133,12 +132,17 @@ def test_dashboard_and_rules_on_a_live_engine(tmp_path: Path) -> None:
             # ShadowRecordingDiskFull) has data from that rule's second evaluation on, which
             # settled() does not wait for (a clean-clone run checked one evaluation early): what
             # has none yet is checked again for up to 30 s; a real gap persists
-            no_data = check_rules(prom) + check_dashboard(prom)
-            deadline = time.monotonic() + 30
-            while no_data and time.monotonic() < deadline:
-                time.sleep(2)
-                no_data = check_rules(prom) + check_dashboard(prom)
-            assert not no_data, "\n".join(no_data)
+            no_data: list[str] = []
+
+            def all_have_data() -> bool:
+                no_data[:] = check_rules(prom) + check_dashboard(prom)
+                return not no_data
+
+            try:
+                prom.wait_for("data for every rule and panel", all_have_data, timeout_s=30,
+                              poll_s=2)
+            except TimeoutError:
+                raise AssertionError("\n".join(no_data)) from None
             check_fidelity(prom)
             report(prom, sent)
 
